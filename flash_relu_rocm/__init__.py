@@ -1,0 +1,12 @@
+"""FlyDSL ReLU ladder for AMD gfx950 (MI350X / MI355X).
+
+- `registry`: the rungs v1..v5 and their properties (no flydsl import)
+- `plan`: vector width, exact grid and launch splitting (pure Python)
+- `cache`: one compiled kernel per (rung, dtype, vec, block, unroll)
+- `v1_naive` .. `v5_nontemporal`: one file per rung, each showing one idea
+"""
+
+from . import plan, registry
+from .registry import DEFAULT_RUNG, DTYPES, RUNGS, Rung, get_rung
+
+__all__ = ["DEFAULT_RUNG", "DTYPES", "RUNGS", "Rung", "get_rung", "plan", "registry"]

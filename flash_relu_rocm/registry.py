@@ -1,0 +1,52 @@
+"""The ladder as data: one entry per rung, read by dispatch, tests, the ISA
+report and the benchmarks alike. Importing this file does not import flydsl."""
+
+from dataclasses import dataclass
+import importlib
+
+DTYPES = ("float32", "float16", "bfloat16")
+ELEMENT_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+VECTOR_BYTES = 16  # one 128-bit copy atom per thread
+
+
+@dataclass(frozen=True)
+class Rung:
+    name: str          # short name used everywhere: "v1" .. "v5"
+    module: str        # file in this package holding the kernel
+    idea: str          # what this rung adds over the previous one
+    block: int         # threads per block
+    unroll: int        # independent vectors per thread
+    vectorized: bool   # moves up to 128 bits per thread and instruction
+    buffer: bool       # buffer descriptors: hardware bounds check, one launch < 4 GiB
+    nt_store: bool     # non-temporal store
+
+    def max_vec(self, dtype: str) -> int:
+        """Widest vector in elements this rung may use for `dtype`."""
+        return VECTOR_BYTES // ELEMENT_BYTES[dtype] if self.vectorized else 1
+
+    def build(self, dtype: str, vec: int):
+        """The `@flyc.jit` launcher for (dtype, vec); imports flydsl."""
+        if dtype not in DTYPES:
+            raise ValueError(f"{self.name}: unsupported dtype {dtype!r}; supported: {DTYPES}")
+        module = importlib.import_module(f".{self.module}", __package__)
+        return module.build(dtype, vec, block=self.block, unroll=self.unroll)
+
+
+RUNGS = {
+    r.name: r
+    for r in (
+        Rung("v1", "v1_naive", "one element per thread, one-bit predicate", 256, 1, False, False, False),
+        Rung("v2", "v2_vectorized", "128-bit copy atoms", 256, 1, True, False, False),
+        Rung("v3", "v3_tuned", "swept block size (128), unroll machinery at 1", 128, 1, True, False, False),
+        Rung("v4", "v4_buffer", "buffer descriptors with hardware bounds checks", 128, 1, True, True, False),
+        Rung("v5", "v5_nontemporal", "non-temporal stores", 128, 1, True, True, True),
+    )
+}
+DEFAULT_RUNG = "v5"
+
+
+def get_rung(name: str) -> Rung:
+    try:
+        return RUNGS[name]
+    except KeyError:
+        raise ValueError(f"unknown rung {name!r}; choose one of {sorted(RUNGS)}") from None

@@ -1,0 +1,45 @@
+"""v4 buffer: buffer descriptors, so the hardware checks the bounds.
+
+Against v3: X and Y are wrapped in buffer resources whose num_records is the
+tensor's byte size (`max_size=False`; the default True spans all memory and
+checks nothing), and the predicate disappears. Out-of-range loads return 0 and
+out-of-range stores are dropped, which is what masks the exact grid's last
+partial block. A straddling access is dropped whole (measured in the post), so
+the planner's vector-width rule still holds. One descriptor spans < 4 GiB: the
+planner splits larger tensors. Reference post (bf16 8192x8192): 7075 GB/s, 88%
+of peak, 1.04x torch, +3.2% over v3.
+"""
+
+import flydsl.compiler as flyc
+import flydsl.expr as fx
+
+from ._common import ELEMENT_TYPES, host_launcher, kernel_name, relu_select
+
+CACHE_NORMAL = 0
+
+
+def build(dtype: str, vec: int, block: int = 128, unroll: int = 1, store_cache: int = CACHE_NORMAL, rung: str = "v4_buffer"):
+    assert unroll == 1, "the buffer rungs ship the sweep's unroll 1"
+    elem = ELEMENT_TYPES[dtype]
+
+    @flyc.kernel(name=kernel_name(rung, dtype, vec, block), known_block_size=[block, 1, 1])
+    def relu_v4_buffer(X: fx.Tensor, Y: fx.Tensor):
+        bid = fx.block_idx.x
+        tid = fx.thread_idx.x
+
+        bX = fx.rocdl.make_buffer_tensor(X, max_size=False)
+        bY = fx.rocdl.make_buffer_tensor(Y, max_size=False)
+        tile = fx.make_layout(block * vec, 1)
+        one = fx.make_layout(vec, 1)
+        eX = fx.logical_divide(fx.slice(fx.logical_divide(bX, tile), (None, bid)), one)
+        eY = fx.logical_divide(fx.slice(fx.logical_divide(bY, tile), (None, bid)), one)
+
+        load = fx.make_copy_atom(fx.rocdl.BufferCopy(vec * elem.width, CACHE_NORMAL), elem)
+        store = fx.make_copy_atom(fx.rocdl.BufferCopy(vec * elem.width, store_cache), elem)
+        rX = fx.make_rmem_tensor(vec, elem)
+        rY = fx.make_rmem_tensor(vec, elem)
+        fx.copy_atom_call(load, fx.slice(eX, (None, tid)), rX)
+        fx.memref_store_vec(relu_select(fx.memref_load_vec(rX)), rY)
+        fx.copy_atom_call(store, rY, fx.slice(eY, (None, tid)))
+
+    return host_launcher(relu_v4_buffer, block)
