@@ -1,0 +1,109 @@
+"""The public `relu(x, out=None)`: validation, torch.library ops, autograd.
+
+Semantics are torch.relu's, element by element on the bits: y = +0.0 if x < 0
+else x. NaN keeps its exact bits, -0.0 stays -0.0, +-inf and denormals pass.
+
+Eager calls go straight to the dispatcher (a torch.library op costs several
+microseconds of host time per call); calls under torch.compile or needing
+autograd go through the registered ops, which call the same dispatcher.
+"""
+
+from typing import Optional
+
+import torch
+
+from . import _dispatch
+from ._ops import add_op_namespace_prefix
+from .flash_relu_rocm.registry import RUNGS
+
+
+def _check(x, out, rung) -> None:
+    """Reject bad input before anything is written."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"relu(): x must be a torch.Tensor, got {type(x).__name__}")
+    if x.dtype == torch.bool or x.is_complex():
+        raise TypeError(f"relu(): dtype {x.dtype} is not supported (torch.relu rejects it too)")
+    if rung is not None and rung not in RUNGS:
+        raise ValueError(f"relu(): unknown rung {rung!r}; choose one of {sorted(RUNGS)}")
+    if out is None:
+        return
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"relu(): out must be a torch.Tensor or None, got {type(out).__name__}")
+    if out.dtype != x.dtype:
+        raise TypeError(f"relu(): out has dtype {out.dtype} but x has dtype {x.dtype}")
+    if out.device != x.device:
+        raise ValueError(f"relu(): out is on device {out.device} but x is on {x.device}")
+    if out.shape != x.shape:
+        raise ValueError(f"relu(): out has shape {tuple(out.shape)} but x has shape {tuple(x.shape)}")
+    in_place = out.data_ptr() == x.data_ptr() and out.stride() == x.stride()
+    if not in_place and out.numel() and torch._C._overlaps(out, x):
+        raise ValueError("relu(): out overlaps x without being x; pass out=x for in place, or a separate buffer")
+    if not out.is_contiguous() and out.stride() != x.stride():
+        raise ValueError(
+            f"relu(): out must be contiguous or have x's strides; got strides {out.stride()} for x's {x.stride()}"
+        )
+    if torch.is_grad_enabled() and (x.requires_grad or out.requires_grad):
+        raise RuntimeError(
+            "relu(): out= does not support automatic differentiation; call relu(x) without out= "
+            "or run under torch.no_grad()"
+        )
+
+
+# ---- torch.library registration (torch.compile, autograd) ----------------
+@torch.library.custom_op(add_op_namespace_prefix("relu"), mutates_args=())
+def _relu_op(x: torch.Tensor, rung: Optional[str] = None) -> torch.Tensor:
+    return _dispatch.run(x, torch.empty_like(x), rung)
+
+
+@_relu_op.register_fake
+def _(x, rung=None):
+    return torch.empty_like(x)
+
+
+def _setup_context(ctx, inputs, output):
+    ctx.save_for_backward(output)
+
+
+def _backward(ctx, grad):
+    (result,) = ctx.saved_tensors
+    # torch.relu's own backward: zero where result <= 0 (NaN passes the gradient).
+    return torch.ops.aten.threshold_backward(grad, result, 0), None
+
+
+torch.library.register_autograd(add_op_namespace_prefix("relu"), _backward, setup_context=_setup_context)
+
+
+@torch.library.custom_op(add_op_namespace_prefix("relu_out"), mutates_args=("out",))
+def _relu_out_op(x: torch.Tensor, out: torch.Tensor, rung: Optional[str] = None) -> None:
+    _dispatch.run(x, out, rung)
+
+
+@_relu_out_op.register_fake
+def _(x, out, rung=None):
+    return None
+
+
+def _needs_op(x) -> bool:
+    return torch.compiler.is_compiling() or (x.requires_grad and torch.is_grad_enabled())
+
+
+def relu(x: torch.Tensor, out: Optional[torch.Tensor] = None, *, rung: Optional[str] = None) -> torch.Tensor:
+    """torch.relu with an optional preallocated output.
+
+    x: any tensor torch.relu accepts. On a gfx950 device, float32/float16/
+       bfloat16 contiguous tensors run the FlyDSL kernel; everything else runs
+       torch's kernel (see `dispatch_stats()` for which path ran).
+    out: same shape, dtype and device as x; contiguous (or x's strides); may
+       be x itself (in place), must not partially overlap x. Returned.
+    rung: "v1".."v5" to run a specific ladder rung (benchmarks, study);
+       default v5, or $RELU_FLYDSL_RUNG.
+    """
+    _check(x, out, rung)
+    if out is None:
+        if _needs_op(x):
+            return _relu_op(x, rung)
+        return _dispatch.run(x, torch.empty_like(x), rung)
+    if torch.compiler.is_compiling():
+        _relu_out_op(x, out, rung)
+        return out
+    return _dispatch.run(x, out, rung)
