@@ -11,6 +11,7 @@ each rung's defining property on the same parse.
 
 import argparse
 import contextlib
+import io
 import os
 import re
 import sys
@@ -65,25 +66,7 @@ class KernelISA:
         return [m for m in self.memops if m.kind == "store"]
 
     def uses_exec_mask(self) -> bool:
-        return any(i.split()[0] in ("s_and_saveexec_b64", "s_and_b64") and "exec" in i for i in self.body) or any(
-            i.startswith("s_and_saveexec_b64") for i in self.body
-        )
-
-    def descriptor_num_records_sources(self) -> list:
-        """For each buffer access, the instruction that last wrote word 2
-        (num_records) of its descriptor before the access."""
-        sources = []
-        for idx, line in enumerate(self.body):
-            if not line.startswith("buffer_"):
-                continue
-            srd = re.search(r"s\[(\d+):(\d+)\]", line)
-            word2 = f"s{int(srd.group(1)) + 2}"
-            writer = next(
-                (prev for prev in reversed(self.body[:idx]) if _dest(prev) in (word2,) or _dest_range_has(prev, word2)),
-                None,
-            )
-            sources.append(writer)
-        return sources
+        return any(i.startswith("s_and_saveexec_b64") for i in self.body)
 
 
 def _dest(line: str):
@@ -141,21 +124,82 @@ def _environ(**values):
                 os.environ[k] = v
 
 
-def compile_isa(rung: Rung, dtype: str, vec: int, dump_dir: str = None) -> KernelISA:
-    """Compile one kernel for gfx950 (no launch, no GPU) and parse its ISA."""
+def compile_isa(rung: Rung, dtype: str, vec: int, dump_dir: str = None, launcher=None) -> KernelISA:
+    """Compile one kernel for gfx950 (no launch, no GPU) and parse its ISA.
+    `launcher` overrides rung.build(dtype, vec) (tests compile mutants)."""
     import torch
     import flydsl.compiler as flyc
 
     dump_dir = dump_dir or tempfile.mkdtemp(prefix="relu-isa-")
     env = toolchain.compile_env(compile_only=True)
-    with _environ(**env, FLYDSL_DEBUG_DUMP_ASM="1", FLYDSL_DUMP_DIR=dump_dir):
-        launcher = rung.build(dtype, vec)
+    with _environ(**env, FLYDSL_DEBUG_DUMP_ASM="1", FLYDSL_DUMP_DIR=dump_dir), contextlib.redirect_stdout(io.StringIO()):
+        launcher = launcher or rung.build(dtype, vec)
         ph = torch.empty(vec, dtype=getattr(torch, dtype))
         flyc.compile(launcher, ph, torch.empty_like(ph), 1, 0)
     files = sorted(Path(dump_dir).glob("*/22_final_isa.s"), key=lambda p: p.stat().st_mtime)
     if not files:
         raise RuntimeError(f"FlyDSL wrote no ISA dump into {dump_dir}")
     return parse_isa(files[-1].read_text(), rung.name, dtype, vec)
+
+
+def num_records_source(isa: KernelISA, access_line: str):
+    """The kernarg byte offset whose value (an i32 numel) the descriptor of
+    this buffer access takes its num_records from, via `s_lshl_b32 w, n,
+    log2(element size)`; None if num_records is anything else (e.g. the
+    0xFFFFFFFF of max_size=True)."""
+    idx = isa.body.index(access_line)
+    srd = re.search(r"s\[(\d+):(\d+)\]", access_line)
+    word2 = f"s{int(srd.group(1)) + 2}"
+    writer = next((p for p in reversed(isa.body[:idx]) if _dest(p) == word2 or _dest_range_has(p, word2)), None)
+    shift = ELEMENT_BYTES[isa.dtype].bit_length() - 1
+    m = writer and re.fullmatch(rf"s_lshl_b32 {word2}, (s\d+), {shift}", writer.replace("  ", " "))
+    if not m:
+        return None
+    src = m.group(1)
+    if src == word2:  # shifted in place: look further back for its load
+        before = isa.body[: isa.body.index(writer)]
+    else:
+        before = isa.body[:idx]
+    load = next((p for p in reversed(before) if _dest(p) == src), None)
+    m = load and re.fullmatch(rf"s_load_dword {src}, s\[0:1\], (0x[0-9a-f]+|\d+)", load)
+    return int(m.group(1), 0) if m else None
+
+
+def violations(isa: KernelISA) -> list:
+    """What is wrong with this kernel's assembly for the rung it belongs to
+    (an empty list when the rung's defining property holds)."""
+    rung = RUNGS[isa.rung]
+    esize = ELEMENT_BYTES[isa.dtype]
+    width = isa.vec * esize
+    bad = []
+    if len(isa.loads) != rung.unroll or len(isa.stores) != rung.unroll:
+        bad.append(f"expected {rung.unroll} load(s) and store(s), got {len(isa.loads)} and {len(isa.stores)}")
+    if any(m.width != width for m in isa.memops):
+        bad.append(f"memory accesses must move vec x element = {width} bytes per lane: {_memory_summary(isa)}")
+    space = "buffer" if rung.buffer else "global"
+    if any(m.space != space for m in isa.memops):
+        bad.append(f"{isa.rung} must use {space} instructions only: {_memory_summary(isa)}")
+    if rung.buffer:
+        if isa.uses_exec_mask():
+            bad.append("buffer rungs need no predicate, but the kernel masks EXEC")
+        sources = [num_records_source(isa, m.text) for m in isa.memops]
+        if None in sources:
+            bad.append("a buffer descriptor's num_records is not the tensor's byte size (max_size=True?)")
+        elif [num_records_source(isa, m.text) for m in isa.loads] >= [num_records_source(isa, m.text) for m in isa.stores]:
+            bad.append("loads must be bounded by X's numel and stores by Y's")
+    elif not isa.uses_exec_mask():
+        bad.append("global rungs must guard their accesses with an EXEC mask (the predicate)")
+    if any("nt" in m.modifiers for m in isa.loads):
+        bad.append("loads must stay cached (a non-temporal load cost 11% in the post)")
+    if rung.nt_store and not all("nt" in m.modifiers for m in isa.stores):
+        bad.append(f"{isa.rung} stores must be non-temporal (nt)")
+    if not rung.nt_store and any("nt" in m.modifiers for m in isa.stores):
+        bad.append(f"{isa.rung} stores must not be non-temporal")
+    if isa.scratch_bytes or any(m.space == "scratch" for m in isa.memops):
+        bad.append(f"uses scratch memory ({isa.scratch_bytes} bytes)")
+    if isa.vgprs > FULL_OCCUPANCY_VGPRS:
+        bad.append(f"{isa.vgprs} VGPRs > {FULL_OCCUPANCY_VGPRS}: below full occupancy")
+    return bad
 
 
 def vec_widths(rung: Rung, dtype: str):
@@ -188,13 +232,14 @@ def _memory_summary(isa: KernelISA) -> str:
 
 def table(isas) -> str:
     head = ("rung", "dtype", "vec", "instrs", "mem instrs", "bytes/lane/instr", "bytes/wave/instr",
-            "VGPRs", "SGPRs", "scratch", "memory instructions")
+            "VGPRs", "SGPRs", "scratch", "property", "memory instructions")
     rows = [head]
     for i in isas:
         widths = sorted({m.width for m in i.memops})
         rows.append((i.rung, i.dtype, str(i.vec), str(len(i.body)), str(len(i.memops)),
                      "/".join(map(str, widths)), "/".join(str(64 * w) for w in widths),
-                     str(i.vgprs), str(i.sgprs), str(i.scratch_bytes), _memory_summary(i)))
+                     str(i.vgprs), str(i.sgprs), str(i.scratch_bytes),
+                     "ok" if not violations(i) else "VIOLATED", _memory_summary(i)))
     cols = [max(len(r[c]) for r in rows) for c in range(len(head))]
     lines = ["  ".join(cell.ljust(cols[c]) for c, cell in enumerate(r)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in cols))
