@@ -20,3 +20,69 @@ def pytest_configure(config):
 @pytest.fixture(scope="session")
 def repo_root():
     return ROOT
+
+
+# ---- virtual gfx950 device (tools/vgpu) ------------------------------------
+def _vgpu_unavailable():
+    """Why the virtual device cannot run here, or None."""
+    import shutil
+
+    from vgpu.build import find_cc
+
+    if find_cc() is None:
+        return "no C compiler (gcc/cc/clang): cannot build the stand-in libamdhip64.so.7"
+    try:
+        import toolchain
+
+        toolchain.find_tool("llvm-objdump")
+        toolchain.find_tool("ld.lld")
+    except FileNotFoundError as e:
+        return f"LLVM 22 tools missing ({e})"
+    try:
+        import flydsl  # noqa: F401
+    except ImportError:
+        return "flydsl is not installed"
+    del shutil
+    return None
+
+
+@pytest.fixture(scope="session")
+def vgpu_device():
+    """The process-wide virtual gfx950 (stub built into tools/vgpu/build/)."""
+    reason = _vgpu_unavailable()
+    if reason:
+        pytest.skip(f"virtual gfx950 unavailable: {reason}")
+    import os
+
+    import toolchain
+
+    toolchain.apply()
+    os.environ.pop("COMPILE_ONLY", None)  # kernels must be launchable in this process
+    import vgpu
+
+    return vgpu.device()
+
+
+@pytest.fixture
+def vgpu(vgpu_device, monkeypatch):
+    """A clean virtual device per test, with relu_flydsl seeing CPU tensors as
+    gfx950 memory (only `_dispatch.device_info` is substituted). Set
+    `vgpu.stream` to change the stream handle the dispatcher passes. At teardown
+    any error recorded on the device fails the test unless `vgpu.errors_expected`."""
+    import relu_flydsl._dispatch as dispatch
+
+    dev = vgpu_device
+    dev.reset()
+    dev.straddle = "dword"
+    dev.stream = 0
+    dev.errors_expected = False
+    monkeypatch.setattr(
+        dispatch, "device_info",
+        lambda x: dispatch.DeviceInfo("gfx950", dev.stream) if x.device.type == "cpu" else None,
+    )
+    yield dev
+    try:
+        if not dev.errors_expected:
+            dev.check()
+    finally:
+        dev.reset()

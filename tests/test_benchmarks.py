@@ -1,0 +1,303 @@
+"""benchmarks/: the `kernels benchmark` workloads and the ladder harness's logic.
+
+Nothing here times anything. The workloads are discovered with kernels' own discovery
+functions in a freshly built relu-build, the variant is loaded with
+kernels.get_local_kernel, and every workload runs setup_/benchmark_/verify_ on CPU (the
+kernel's torch fallback) with kernels' verification rule. The shapes are divided by
+benchmark.ROW_DIVISOR, which only this file changes; the full-size table is asserted
+separately. The harness's median / GB/s / ratio / report logic is tested on fake timings.
+"""
+
+import itertools
+import json
+import random
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import ladder  # noqa: E402
+
+TEST_ROW_DIVISOR = 256  # 32768x8192 -> 128x8192 on CPU; 1024x1024 -> 4x1024
+EXPECTED_CLASSES = {"ReluBenchmark", "ReluDtypeBenchmark", "ReluLadderBenchmark", "ReluCacheBandBenchmark"}
+POST_SHAPES = [(8192, 8192), (16384, 8192), (32768, 8192), (4096, 14336)]
+
+
+# ---- the kernels benchmark workloads --------------------------------------------------
+@pytest.fixture(scope="module")
+def build_dir(tmp_path_factory):
+    sys.path.insert(0, str(ROOT / "tools"))
+    import build_variant
+
+    out = tmp_path_factory.mktemp("build") / "relu-build"
+    build_variant.build(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def discovered(build_dir):
+    """(module, classes) exactly as `kernels benchmark ./relu-build` discovers them."""
+    from kernels.cli.benchmark import discover_benchmark_classes, discover_benchmark_scripts
+
+    scripts = discover_benchmark_scripts(str(build_dir), build_dir)
+    assert [s.name for s in scripts] == ["benchmark.py"], scripts  # ladder.py is not a workload script
+    classes = discover_benchmark_classes(scripts[0], build_dir)
+    module = sys.modules[classes[0].__module__]
+    return module, classes
+
+
+@pytest.fixture(scope="module")
+def kernel(build_dir):
+    from kernels import get_local_kernel
+
+    return get_local_kernel(build_dir / "build" / "torch-rocm")
+
+
+def _workloads(cls):
+    # the runner's own rule (kernels/cli/benchmark.py run_benchmark_class)
+    return [n.removeprefix("benchmark_") for n in dir(cls) if n.startswith("benchmark_") and callable(getattr(cls, n))]
+
+
+def test_discovery_finds_every_class_and_workload(discovered):
+    module, classes = discovered
+    assert {c.__name__ for c in classes} == EXPECTED_CLASSES
+    found = {f"{c.__name__}.{w}" for c in classes for w in _workloads(c)}
+    assert found == set(module.bench_table())
+    assert len(found) == 2 + 12 + 20 + 14
+    for c in classes:
+        for w in _workloads(c):
+            assert callable(getattr(c, f"verify_{w}", None)), f"{c.__name__}.{w} has no verify"
+            assert callable(getattr(c, f"setup_{w}", None)), f"{c.__name__}.{w} has no setup"
+
+
+def test_full_size_table_is_what_a_gpu_runs(discovered):
+    """The shipped file runs full size everywhere (ROW_DIVISOR 1) and declares the post's shapes."""
+    module, _ = discovered
+    assert module.ROW_DIVISOR == 1
+    assert module.scaled((32768, 8192)) == (32768, 8192)
+    t = module.bench_table()
+    assert t["ReluBenchmark.base"] == {"dtype": "f32", "shape": (1024, 1024), "rung": None}
+    assert t["ReluBenchmark.large"] == {"dtype": "f32", "shape": (4096, 4096), "rung": None}
+    dtype_w = {(v["dtype"], v["shape"], v["rung"]) for k, v in t.items() if k.startswith("ReluDtypeBenchmark.")}
+    assert dtype_w == {(d, s, None) for d in ("bf16", "f16", "f32") for s in POST_SHAPES}
+    ladder_w = {(v["dtype"], v["shape"], v["rung"]) for k, v in t.items() if k.startswith("ReluLadderBenchmark.")}
+    assert ladder_w == {("bf16", s, r) for r in ("v1", "v2", "v3", "v4", "v5") for s in POST_SHAPES}
+    band = [(v["rung"], v["shape"]) for k, v in t.items() if k.startswith("ReluCacheBandBenchmark.")]
+    assert {r for r, _ in band} == {"v4", "v5"}
+    mb = sorted({round(2 * s[0] * s[1] * 2 / 1e6) for _, s in band})
+    assert mb == [134, 201, 268, 403, 537, 805, 1074]
+    assert all(v["dtype"] == "bf16" for k, v in t.items() if k.startswith("ReluCacheBandBenchmark."))
+
+
+def test_every_workload_verifies_on_cpu(discovered, kernel, monkeypatch):
+    """setup_/benchmark_/verify_ of every workload, checked as kernels' runner checks."""
+    module, classes = discovered
+    monkeypatch.setattr(module, "ROW_DIVISOR", TEST_ROW_DIVISOR)
+    table = module.bench_table()
+    kernel.reset_dispatch_stats()
+    ran = 0
+    for cls in classes:
+        for w in _workloads(cls):
+            inst = cls()
+            inst.kernel, inst.device = kernel, "cpu"
+            torch.manual_seed(inst.seed)
+            random.seed(inst.seed)
+            getattr(inst, f"setup_{w}")()
+            spec = table[f"{cls.__name__}.{w}"]
+            full = spec["shape"]
+            assert tuple(inst.x.shape) == (max(1, full[0] // TEST_ROW_DIVISOR), full[1])
+            assert not torch.isnan(inst.x).any()  # kernels verifies with allclose
+            getattr(inst, f"benchmark_{w}")()
+            ref = getattr(inst, f"verify_{w}")()
+            assert inst.out is not None and inst.out.dtype == ref.dtype and inst.out.shape == ref.shape
+            assert torch.allclose(inst.out, ref, atol=1e-2), f"{cls.__name__}.{w} fails verification"
+            assert torch.equal(inst.out, torch.relu(inst.x)), f"{cls.__name__}.{w}"
+            if cls.__name__ != "ReluBenchmark":  # relu(x, out=out): the preallocated buffer
+                assert inst.out.data_ptr() == inst.y.data_ptr()
+            ran += 1
+    assert ran == 48
+    stats = kernel.dispatch_stats()
+    assert sum(stats.values()) == 48 and all(k.startswith("fallback/") for k in stats), stats
+
+
+def test_rung_workload_refuses_a_fallback_off_cpu(discovered):
+    module, _ = discovered
+
+    class FakeKernel:
+        def __init__(self, after):
+            self.after = after
+
+        def dispatch_stats(self):
+            return self.after
+
+    with pytest.raises(RuntimeError, match="did not run the FlyDSL kernel"):
+        module._require_flydsl_path(FakeKernel({"fallback/arch gfx942 (kernels are built for gfx950)": 1}), {},
+                                    "v4", "bfloat16")
+    module._require_flydsl_path(FakeKernel({"flydsl/v4/bfloat16": 3}), {"flydsl/v4/bfloat16": 2}, "v4", "bfloat16")
+
+
+# ---- the ladder harness: pure logic on fake timings -----------------------------------
+def test_schedule_is_round_robin_with_rotation():
+    impls = ["v1", "v2", "torch"]
+    order = ladder.schedule(impls, 15)
+    assert len(order) == 45
+    for r in range(15):
+        this_round = [i for rr, i in order if rr == r]
+        assert sorted(this_round) == sorted(impls)
+    firsts = [order[3 * r][1] for r in range(15)]
+    assert set(firsts) == set(impls)  # nobody always goes first
+
+
+def test_collect_samples_feeds_each_impl_its_own_timings():
+    impls = ["v4", "v5", "torch"]
+    seq = {"v4": iter(range(100)), "v5": iter(range(100, 200)), "torch": iter(range(200, 300))}
+    ticks = []
+    s = ladder.collect_samples(impls, lambda i: next(seq[i]), rounds=15, progress=ticks.append)
+    assert s["v4"] == list(range(15)) and s["v5"] == list(range(100, 115)) and s["torch"] == list(range(200, 215))
+    assert len(ticks) == 45
+
+
+def test_summarize_uses_the_median_and_the_papers_formulas():
+    case = ladder.Case((8192, 8192), "bfloat16", ("shapes",))
+    traffic = 2 * 8192 * 8192 * 2
+    assert case.traffic == traffic
+    t5, tt = traffic / 7000e9, traffic / 6800e9
+    # one cold sample 10x slow: the mean would move, the median must not
+    samples = {"v5": [t5] * 14 + [10 * t5], "torch": [tt] * 13 + [3 * tt, 5 * tt]}
+    assert statistics.mean(samples["v5"]) > 1.5 * t5
+    rows = {r["impl"]: r for r in ladder.summarize(case, samples)}
+    assert rows["v5"]["gbps"] == pytest.approx(7000)
+    assert rows["torch"]["gbps"] == pytest.approx(6800)
+    assert rows["v5"]["pct_peak"] == pytest.approx(87.5)
+    assert rows["v5"]["vs_torch"] == pytest.approx(7000 / 6800)
+    assert rows["v5"]["median_us"] == pytest.approx(t5 * 1e6)
+    assert rows["torch"]["vs_torch"] == pytest.approx(1.0)
+    assert rows["v5"]["traffic_mb"] == pytest.approx(268.4)
+    assert len(rows["v5"]["samples_us"]) == 15
+
+
+def test_summarize_reports_no_numbers_for_a_failed_rung():
+    case = ladder.Case((4096, 8192), "bfloat16", ("band",))
+    rows = {r["impl"]: r for r in ladder.summarize(case, {"v4": [1e-4] * 3, "torch": [1e-4] * 3},
+                                                   failed={"v2": "numel 7: guard region overwritten"})}
+    assert rows["v2"]["gbps"] is None and rows["v2"]["status"].startswith("FAILED")
+    assert rows["v4"]["gbps"] is not None
+    table = ladder.ladder_table(list(rows.values()), ["v2", "v4", "torch"])
+    assert "FAILED" in table and "1.00x" in table
+
+
+def test_no_torch_means_no_ratio():
+    case = ladder.Case((4096, 8192), "bfloat16", ("band",))
+    (row,) = ladder.summarize(case, {"v4": [1e-4]}, failed=None)
+    assert row["vs_torch"] is None and row["gbps"] > 0
+
+
+def test_cases_are_the_posts_shapes_and_cache_band():
+    cs = ladder.cases()
+    assert len(cs) == 8  # 4 post shapes + 7 band sizes, 3 in common
+    assert [round(c.traffic / 1e6) for c in cs if "band" in c.sweeps] == [134, 201, 268, 403, 537, 805, 1074]
+    assert sorted(c.shape for c in cs if "shapes" in c.sweeps) == sorted(POST_SHAPES)
+    assert [c.traffic for c in cs] == sorted(c.traffic for c in cs)
+
+
+def test_reports_written(tmp_path):
+    case_rows = []
+    for shape in [(4096, 8192), (8192, 8192)]:
+        case = ladder.Case(shape, "bfloat16", ("band",))
+        case_rows += ladder.summarize(case, {"v5": [2e-5, 3e-5, 4e-5], "torch": [4e-5, 5e-5, 6e-5]})
+    ladder.write_csv(case_rows, tmp_path / "l.csv")
+    lines = (tmp_path / "l.csv").read_text().splitlines()
+    assert lines[0].startswith("shape,dtype,sweeps,numel,traffic_mb,impl,status,median_us,gbps")
+    assert len(lines) == 5
+    json.dumps(case_rows)  # JSON-serialisable as written by gpu_main
+    pytest.importorskip("matplotlib", reason="matplotlib not installed: the PNG plot cannot be drawn")
+    ladder.plot(case_rows, tmp_path / "l.png", ["v5", "torch"])
+    assert (tmp_path / "l.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# ---- correctness checks of the harness (run before timing on a GPU) --------------------
+DTYPES = ["float32", "float16", "bfloat16"]
+SMALL = (1, 7, 8, 1000, 4257)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_check_accepts_the_bit_rule(dtype):
+    assert ladder.check_impl(lambda x, out: out.copy_(ladder.bit_rule(x)), dtype, "cpu", SMALL) == []
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_check_input_holds_the_special_values(dtype):
+    x = ladder.check_input(64, dtype, "cpu")
+    assert torch.isnan(x).sum() >= 3 and torch.isinf(x).sum() >= 2
+    assert ((x == 0) & torch.signbit(x)).any()  # -0.0
+
+
+def _write_past_end(x, out):
+    out.copy_(ladder.bit_rule(x))
+    out.as_strided((out.numel() + 1,), (1,))[-1] = 1.0
+
+
+def _nan_to_canonical(x, out):
+    out.copy_(ladder.bit_rule(x))
+    out[torch.isnan(out)] = float("nan")
+
+
+def _skip_tail(x, out):
+    out.copy_(ladder.bit_rule(x))
+    if out.numel() % 8:
+        out[-(out.numel() % 8):] = ladder.SENTINEL
+
+
+def _clobber_input(x, out):
+    out.copy_(ladder.bit_rule(x))
+    x.zero_()
+
+
+@pytest.mark.parametrize("bad, expect", [
+    (lambda x, out: torch.maximum(x, torch.zeros_like(x), out=out), "differ"),  # -0.0 -> +0.0
+    (_write_past_end, "guard"),
+    (_nan_to_canonical, "differ"),
+    (_skip_tail, "differ"),
+    (_clobber_input, "input modified"),
+    (lambda x, out: (_ for _ in ()).throw(RuntimeError("launch failed")), "raised"),
+])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_check_rejects_broken_kernels(bad, expect, dtype):
+    fails = ladder.check_impl(bad, dtype, "cpu", SMALL)
+    assert fails and any(expect in f for f in fails), fails
+
+
+def test_flydsl_path_ran():
+    assert ladder.flydsl_path_ran({}, {"flydsl/v5/bfloat16": 7}, "v5", "bfloat16") is None
+    assert "no call" in ladder.flydsl_path_ran({"flydsl/v5/bfloat16": 7}, {"flydsl/v5/bfloat16": 7}, "v5", "bfloat16")
+    why = ladder.flydsl_path_ran({}, {"flydsl/v5/bfloat16": 6, "fallback/not a ROCm device": 1}, "v5", "bfloat16")
+    assert "other paths" in why
+    assert "other paths" in ladder.flydsl_path_ran({}, {"flydsl/v4/bfloat16": 1}, "v5", "bfloat16")
+
+
+def test_no_gpu_mode_says_bandwidth_was_not_measured(tmp_path, monkeypatch, capsys):
+    fake = ladder.Section("fake ISA", True, "rung table here", {"x": 1})
+    monkeypatch.setattr(ladder, "section_isa", lambda: fake)
+    monkeypatch.setattr(ladder, "_subprocess_section",
+                        lambda name, title, timeout: ladder.Section(title, False, "", reason=f"{name} missing"))
+    args = ladder.main.__globals__["argparse"].Namespace(out=str(tmp_path))
+    assert ladder.nogpu_main(args, "no device") == 0
+    text = capsys.readouterr().out
+    assert "DEVICE BANDWIDTH WAS NOT MEASURED" in text
+    assert "rung table here" in text and "UNAVAILABLE: vgpu missing" in text and "UNAVAILABLE: host missing" in text
+    doc = json.loads((tmp_path / "nogpu.json").read_text())
+    assert doc["device_bandwidth_measured"] is False
+    assert [s["available"] for s in doc["sections"]] == [True, False, False]
+    assert "GB/s" not in json.dumps(doc["sections"])
+
+
+def test_gpu_mode_is_refused_without_a_gfx950():
+    ok, why = ladder.gfx950_device()
+    if ok:
+        pytest.skip("a gfx950 is present: the refusal cannot be exercised here")
+    with pytest.raises(SystemExit):
+        ladder.main(["--mode", "gpu"])
