@@ -1,0 +1,620 @@
+#!/usr/bin/env python
+"""The ladder harness: every rung against torch, the reference post's method.
+
+    python benchmarks/ladder.py                 full run on a gfx950 device (MI350X/MI355X);
+                                                elsewhere the no-GPU report (below)
+    python benchmarks/ladder.py --out DIR       results folder (default results/, git-ignored)
+    python benchmarks/ladder.py --mode nogpu    the no-GPU report even on a GPU machine
+
+GPU mode (a gfx950 device is present):
+  1. correctness first, for every rung and torch: the bit rule y = +0.0 if x < 0 else x
+     compared on the bits (NaN payloads, +-inf, -0.0, denormals), guard regions before and
+     after the output, input unchanged, and (rungs) the FlyDSL path of that rung really ran.
+     A rung that fails is reported as failed and never gets a bandwidth number.
+  2. timing: device events around a loop of 100 launches after 20 warm-ups; 15 rounds taken
+     round-robin across the implementations (the first one rotates each round), separate
+     input and output buffers per implementation; the MEDIAN of the 15 per-launch times.
+     torch is `torch.clamp(x, min=0, out=out)`, as in the post.
+  3. GB/s = 2 x numel x element size / time; percent of an 8000 GB/s peak; ratio to torch.
+     Sweeps: the post's four shapes and its cache band (134..1074 MB of traffic), bf16.
+  4. results: ladder.json, ladder.csv, ladder.png (GB/s against traffic, per rung, torch and
+     the peak drawn in) in the output folder, and the table on stdout.
+
+No-GPU mode (anything else, e.g. this project's CPU machines): device bandwidth is NOT
+measured. It prints (and writes to nogpu.json) what can be known here:
+  - the gfx950 ISA of every rung (tools/isa.py, compiled here);
+  - emulated instruction counts per byte moved per rung, from the virtual gfx950 (tools/vgpu/);
+  - host time per relu(x, out=y) call through FlyDSL's real launch path with a no-op HIP
+    library, next to torch.relu's eager host time on a small CPU tensor (host_overhead.py).
+Each of the last two runs in its own subprocess (one process can hold only one stand-in
+libamdhip64). A section whose tool is missing says so and why; nothing is made up.
+"""
+
+import argparse
+import contextlib
+import csv
+import io
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+PEAK_GBPS = 8000.0
+ITERS, WARMUP, ROUNDS = 100, 20, 15
+TORCH = "torch"
+RUNGS = ("v1", "v2", "v3", "v4", "v5")
+ELEMENT_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+SENTINEL = -7.0
+GUARD = 8192  # elements of sentinel before and after every checked output
+CHECK_SIZES = (1, 7, 8, 1000, 4257, 65539, 1 << 20)
+
+
+# ---- the cases: the post's shapes and its cache band (from benchmark.py) ----------------
+def _bench_module():
+    sys.path.insert(0, str(HERE))
+    try:
+        import benchmark  # noqa: WPS433 - benchmarks/benchmark.py, the single list of shapes
+    finally:
+        sys.path.remove(str(HERE))
+    return benchmark
+
+
+@dataclass(frozen=True)
+class Case:
+    shape: tuple
+    dtype: str
+    sweeps: tuple  # "shapes" (the post's four) and/or "band" (the cache band)
+
+    @property
+    def numel(self):
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def name(self):
+        return "x".join(map(str, self.shape))
+
+    @property
+    def traffic(self):
+        return traffic_bytes(self.numel, self.dtype)
+
+
+def cases(dtypes=("bfloat16",), sweeps=("shapes", "band")):
+    """The union of the post's shapes and the cache band, ordered by traffic."""
+    bm = _bench_module()
+    tagged = {}
+    if "shapes" in sweeps:
+        for s in bm.POST_SHAPES:
+            tagged.setdefault(tuple(s), []).append("shapes")
+    if "band" in sweeps:
+        for s in bm.CACHE_BAND_SHAPES:
+            tagged.setdefault(tuple(s), []).append("band")
+    out = [Case(s, d, tuple(t)) for d in dtypes for s, t in tagged.items()]
+    return sorted(out, key=lambda c: (c.dtype, c.traffic))
+
+
+# ---- pure measurement logic (unit-tested with fake timings) ---------------------------
+def traffic_bytes(numel, dtype):
+    """Bytes one ReLU moves: every element read once and written once."""
+    return 2 * numel * ELEMENT_BYTES[dtype]
+
+
+def gbps(traffic, seconds):
+    return traffic / seconds / 1e9
+
+
+def schedule(impls, rounds):
+    """Round-robin order: every round times each implementation once; the first one
+    rotates from round to round, so no implementation always runs first or last."""
+    impls = list(impls)
+    n = len(impls)
+    return [(r, impls[(r + k) % n]) for r in range(rounds) for k in range(n)]
+
+
+def collect_samples(impls, time_once, rounds=ROUNDS, progress=None):
+    """{impl: [seconds per launch, one per round]}; time_once(impl) does one timing."""
+    samples = {i: [] for i in impls}
+    for _, impl in schedule(impls, rounds):
+        samples[impl].append(time_once(impl))
+        if progress is not None:
+            progress(1)
+    return samples
+
+
+def _quartiles(xs):
+    q = statistics.quantiles(sorted(xs), n=4, method="inclusive") if len(xs) > 1 else [xs[0]] * 3
+    return q[0], q[2]
+
+
+def summarize(case, samples, failed=None, peak=PEAK_GBPS):
+    """One row per implementation: the MEDIAN per-launch time, GB/s, % of peak, ratio to
+    torch. Implementations in `failed` ({impl: reason}) get no numbers, only the reason."""
+    failed = failed or {}
+    rows = []
+    med = {i: statistics.median(s) for i, s in samples.items() if s and i not in failed}
+    torch_gbps = gbps(case.traffic, med[TORCH]) if TORCH in med else None
+    for impl in list(samples) + [i for i in failed if i not in samples]:
+        row = {"shape": case.name, "dtype": case.dtype, "sweeps": "+".join(case.sweeps), "numel": case.numel,
+               "traffic_mb": round(case.traffic / 1e6, 1), "impl": impl}
+        if impl in failed:
+            row.update(status="FAILED correctness: " + failed[impl], median_us=None, gbps=None,
+                       pct_peak=None, vs_torch=None, iqr_pct=None, samples_us=[])
+        else:
+            s = samples[impl]
+            g = gbps(case.traffic, med[impl])
+            q1, q3 = _quartiles(s)
+            row.update(status="ok", median_us=med[impl] * 1e6, gbps=g, pct_peak=100.0 * g / peak,
+                       vs_torch=(g / torch_gbps) if torch_gbps else None,
+                       iqr_pct=100.0 * (q3 - q1) / med[impl], samples_us=[t * 1e6 for t in s])
+        rows.append(row)
+    return rows
+
+
+def ladder_table(rows, impls):
+    """The post's 'where it landed' table: GB/s per shape, one column per implementation."""
+    by_case = {}
+    for r in rows:
+        by_case.setdefault((r["dtype"], r["traffic_mb"], r["shape"]), {})[r["impl"]] = r
+    head = ["shape", "dtype", "traffic MB"] + list(impls) + ["best / torch"]
+    lines = [head]
+    for (dtype, mb, shape), per in sorted(by_case.items()):
+        cells = [shape, dtype, f"{mb:.0f}"]
+        best = None
+        for i in impls:
+            r = per.get(i)
+            if r is None:
+                cells.append("-")
+            elif r["gbps"] is None:
+                cells.append("FAILED")
+            else:
+                cells.append(f"{r['gbps']:.0f}")
+                if i != TORCH and (best is None or r["gbps"] > best):
+                    best = r["gbps"]
+        t = per.get(TORCH)
+        cells.append(f"{best / t['gbps']:.2f}x" if best and t and t["gbps"] else "-")
+        lines.append(cells)
+    widths = [max(len(str(l[c])) for l in lines) for c in range(len(head))]
+    out = ["  ".join(str(c).rjust(w) for c, w in zip(l, widths)) for l in lines]
+    out.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(out)
+
+
+def write_csv(rows, path):
+    cols = ["shape", "dtype", "sweeps", "numel", "traffic_mb", "impl", "status", "median_us", "gbps",
+            "pct_peak", "vs_torch", "iqr_pct"]
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+
+
+def plot(rows, path, impls, peak=PEAK_GBPS, title="relu-flydsl ladder"):
+    """GB/s against total traffic, one line per implementation, torch dashed, peak drawn."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    for impl in impls:
+        pts = sorted((r["traffic_mb"], r["gbps"]) for r in rows if r["impl"] == impl and r["gbps"])
+        if not pts:
+            continue
+        xs, ys = zip(*pts)
+        style = dict(color="black", linestyle="--", linewidth=2) if impl == TORCH else dict(marker="o")
+        ax.plot(xs, ys, label=impl if impl != TORCH else "torch (clamp into out)", **style)
+    ax.axhline(peak, color="red", linestyle=":", label=f"peak {peak:.0f} GB/s")
+    ax.set_xscale("log")
+    ax.set_xlabel("total traffic, MB (2 x numel x element size)")
+    ax.set_ylabel("GB/s (median of rounds)")
+    ax.set_ylim(0, peak * 1.08)
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+class Progress:
+    """tqdm when installed, else a plain counter on stderr."""
+
+    def __init__(self, total, desc):
+        try:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total, desc=desc, unit="timing", file=sys.stderr)
+        except ImportError:
+            self._bar = None
+        self.total, self.done, self.desc = total, 0, desc
+
+    def __call__(self, n=1):
+        self.done += n
+        if self._bar is not None:
+            self._bar.update(n)
+        elif self.done == self.total or self.done % max(1, self.total // 50) == 0:
+            print(f"\r{self.desc}: {self.done}/{self.total}", end="", file=sys.stderr, flush=True)
+
+    def close(self):
+        if self._bar is not None:
+            self._bar.close()
+        else:
+            print(file=sys.stderr)
+
+
+# ---- correctness: the bit rule and guard regions ----------------------------------
+_INT_VIEW = {"float32": "int32", "float16": "int16", "bfloat16": "int16"}
+SPECIAL_BITS = {  # NaN payloads (quiet, signalling, negative), +-inf, +-0, denormals
+    "float32": [0x7FC00000, 0x7F800001, -0x003FFFFF, 0x7F800000, -0x00800000, -0x80000000, 0, 1,
+                -0x7FFFFFFF, 0x007FFFFF, -0x7F800001, 0x3F800000, -0x40800000],
+    "float16": [0x7E00, 0x7C01, -0x01FF, 0x7C00, -0x0400, -0x8000, 0, 1, -0x7FFF, 0x03FF, -0x7C01,
+                0x3C00, -0x4400],
+    "bfloat16": [0x7FC0, 0x7F81, -0x003F, 0x7F80, -0x0080, -0x8000, 0, 1, -0x7FFF, 0x007F, -0x7F81,
+                 0x3F80, -0x4080],
+}
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def bits(t):
+    torch = _torch()
+    return t.view(getattr(torch, _INT_VIEW[str(t.dtype).removeprefix("torch.")]))
+
+
+def bit_rule(x):
+    """The reference: y = +0.0 if x < 0 else x, on the bits. torch.where copies the
+    selected element, so NaN payloads, -0.0 and denormals keep their exact bits."""
+    torch = _torch()
+    return torch.where(x < 0, torch.zeros_like(x), x)
+
+
+def check_input(numel, dtype, device, seed=0):
+    """randn with the special values spliced in at the start, middle and end."""
+    torch = _torch()
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(numel, generator=g, dtype=torch.float32).to(getattr(torch, dtype))
+    sp = torch.tensor(SPECIAL_BITS[dtype], dtype=getattr(torch, _INT_VIEW[dtype])).view(getattr(torch, dtype))
+    for start in (0, max(0, numel // 2 - len(sp) // 2), max(0, numel - len(sp))):
+        k = min(len(sp), numel - start)
+        x[start:start + k] = sp[:k]
+    return x.to(device)
+
+
+def guarded(numel, dtype, device):
+    """(out, buf): out = buf[GUARD:GUARD+numel]; the rest of buf holds SENTINEL."""
+    torch = _torch()
+    buf = torch.full((numel + 2 * GUARD,), SENTINEL, dtype=getattr(torch, dtype), device=device)
+    return buf[GUARD:GUARD + numel], buf
+
+
+def check_output(x, out, buf, x_before=None):
+    """Failures (list of strings) of one call's result; [] when correct."""
+    torch = _torch()
+    fails = []
+    n = x.numel()
+    ref = bit_rule(x.reshape(-1))
+    if not torch.equal(bits(out.reshape(-1)), bits(ref)):
+        wrong = int((bits(out.reshape(-1)) != bits(ref)).sum())
+        fails.append(f"numel {n}: {wrong} elements differ from the bit rule")
+    sentinel = torch.full((GUARD,), SENTINEL, dtype=buf.dtype, device=buf.device)
+    if not (torch.equal(bits(buf[:GUARD]), bits(sentinel)) and torch.equal(bits(buf[GUARD + n:]), bits(sentinel))):
+        fails.append(f"numel {n}: guard region overwritten")
+    if x_before is not None and not torch.equal(bits(x.reshape(-1)), bits(x_before.reshape(-1))):
+        fails.append(f"numel {n}: input modified")
+    return fails
+
+
+def check_impl(call, dtype, device, sizes=CHECK_SIZES):
+    """Run call(x, out) on the check inputs; list of failures ([] = correct)."""
+    fails = []
+    for n in sizes:
+        x = check_input(n, dtype, device, seed=n)
+        x_before = x.clone()
+        out, buf = guarded(n, dtype, device)
+        try:
+            call(x, out)
+        except Exception as e:  # noqa: BLE001 - reported as a failure of this implementation
+            fails.append(f"numel {n}: raised {type(e).__name__}: {e}")
+            continue
+        if device != "cpu":
+            _torch().cuda.synchronize()
+        fails += check_output(x, out, buf, x_before)
+    return fails
+
+
+def flydsl_path_ran(stats_before, stats_after, rung, dtype):
+    """None if every call since stats_before took the FlyDSL path of `rung`, else why not."""
+    key = f"flydsl/{rung}/{dtype}"
+    delta = {k: v - stats_before.get(k, 0) for k, v in stats_after.items() if v != stats_before.get(k, 0)}
+    other = {k: v for k, v in delta.items() if k != key}
+    if other:
+        return f"calls took other paths: {other}"
+    if delta.get(key, 0) == 0:
+        return f"no call reached {key}"
+    return None
+
+
+# ---- GPU mode ---------------------------------------------------------------------
+def gfx950_device():
+    """(True, name) if device 0 is a gfx950, else (False, why not)."""
+    torch = _torch()
+    if torch.version.hip is None:
+        return False, f"torch {torch.__version__} is not a ROCm build"
+    if not torch.cuda.is_available():
+        return False, "torch sees no ROCm device"
+    arch = torch.cuda.get_device_properties(0).gcnArchName.split(":")[0]
+    if arch != "gfx950":
+        return False, f"device 0 is {arch}, not gfx950"
+    return True, torch.cuda.get_device_name(0)
+
+
+def load_relu(variant=None):
+    """The relu_flydsl module: a built variant folder via kernels, or the repo source."""
+    if variant:
+        from kernels import get_local_kernel
+
+        return get_local_kernel(Path(variant))
+    sys.path.insert(0, str(ROOT / "torch-ext"))
+    import relu_flydsl
+
+    return relu_flydsl
+
+
+def time_launches(fn, iters=ITERS, warmup=WARMUP):
+    """Seconds per launch: device events around `iters` launches after `warmup`."""
+    torch = _torch()
+    for _ in range(warmup):
+        fn()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(iters):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1e3 / iters
+
+
+def _impl_call(mod, impl):
+    torch = _torch()
+    if impl == TORCH:
+        return lambda x, out: torch.clamp(x, min=0, out=out)
+    return lambda x, out: mod.relu(x, out=out, rung=impl)
+
+
+def run_gpu(args):
+    torch = _torch()
+    mod = load_relu(args.variant)
+    impls = list(args.rungs) + [TORCH]
+    device = "cuda"
+    all_cases = cases(tuple(args.dtypes), tuple(args.sweeps))
+    print(f"device: {torch.cuda.get_device_name(0)}; torch {torch.__version__}; "
+          f"{len(all_cases)} cases x {len(impls)} implementations; {args.rounds} rounds of "
+          f"{args.warmup} warm-ups + {args.iters} timed launches; median reported")
+
+    # 1. correctness before any timing
+    failed = {}  # (impl, dtype) -> reason
+    for dtype in args.dtypes:
+        for impl in impls:
+            before = mod.dispatch_stats()
+            fails = check_impl(_impl_call(mod, impl), dtype, device)
+            if impl != TORCH:
+                why = flydsl_path_ran(before, mod.dispatch_stats(), impl, dtype)
+                if why:
+                    fails.append(why)
+            status = "ok" if not fails else "FAILED: " + "; ".join(fails[:3])
+            print(f"check {impl:5s} {dtype:8s} {status}")
+            if fails:
+                failed[(impl, dtype)] = "; ".join(fails[:3])
+
+    # 2. timing, case by case, round-robin across implementations
+    rows = []
+    bar = Progress(len(all_cases) * len(impls) * args.rounds, "timing")
+    for case in all_cases:
+        case_failed = {i: failed[(i, case.dtype)] for i in impls if (i, case.dtype) in failed}
+        live = [i for i in impls if i not in case_failed]
+        x0 = check_input(case.numel, case.dtype, device, seed=1).view(case.shape)
+        bufs = {}
+        for impl in live:  # separate input and output buffers per implementation
+            out, buf = guarded(case.numel, case.dtype, device)
+            bufs[impl] = (x0.clone(), out.view(case.shape), buf, x0)
+        calls = {i: _bind(_impl_call(mod, i), bufs[i][0], bufs[i][1]) for i in live}
+        stats_before = mod.dispatch_stats()
+        samples = collect_samples(live, lambda i: time_launches(calls[i], args.iters, args.warmup),
+                                  args.rounds, bar)
+        torch.cuda.synchronize()
+        stats_after = mod.dispatch_stats()
+        for impl in live:  # the timed buffers are guarded and checked too
+            x, out, buf, x_before = bufs[impl]
+            fails = check_output(x, out, buf, x_before)
+            if impl != TORCH:
+                key = f"flydsl/{impl}/{case.dtype}"
+                if stats_after.get(key, 0) - stats_before.get(key, 0) != args.rounds * (args.iters + args.warmup):
+                    fails.append(f"not every timed call took {key}")
+            if fails:
+                case_failed[impl] = "; ".join(fails[:3])
+                samples.pop(impl, None)
+        rows += summarize(case, samples, case_failed)
+        del bufs, calls, x0
+        torch.cuda.empty_cache()
+    bar.close()
+    return rows, impls
+
+
+def _bind(call, x, out):
+    return lambda: call(x, out)
+
+
+def gpu_main(args):
+    rows, impls = run_gpu(args)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    meta = environment()
+    meta.update(method=f"device events around {args.iters} launches after {args.warmup} warm-ups; median of "
+                       f"{args.rounds} rounds round-robin; GB/s = 2 x numel x element size / time",
+                peak_gbps=PEAK_GBPS, command=" ".join([Path(sys.executable).name] + sys.argv))
+    (out / "ladder.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+    write_csv(rows, out / "ladder.csv")
+    plot(rows, out / "ladder.png", impls, title=f"relu-flydsl ladder on {meta.get('gpu', 'gfx950')}")
+    print()
+    print("GB/s (median of rounds); peak 8000 GB/s")
+    print(ladder_table(rows, impls))
+    bad = sorted({r["impl"] for r in rows if r["gbps"] is None})
+    if bad:
+        print(f"\nnot reported (failed correctness): {', '.join(bad)}")
+    print(f"\nwrote {out}/ladder.json, ladder.csv, ladder.png")
+    return 1 if bad else 0
+
+
+def environment():
+    torch = _torch()
+    env = {"python": platform.python_version(), "torch": torch.__version__, "host": platform.node(),
+           "cpu": platform.processor() or platform.machine()}
+    try:
+        import flydsl
+
+        env["flydsl"] = getattr(flydsl, "__version__", "?")
+    except ImportError:
+        env["flydsl"] = None
+    if torch.cuda.is_available():
+        env["gpu"] = torch.cuda.get_device_name(0)
+    return env
+
+
+# ---- no-GPU mode --------------------------------------------------------------------
+@dataclass
+class Section:
+    title: str
+    available: bool
+    text: str                       # what is printed
+    data: dict = field(default_factory=dict)
+    reason: str = ""                # why it is unavailable
+
+
+def section_isa():
+    sys.path.insert(0, str(ROOT / "tools"))
+    import isa
+
+    with contextlib.redirect_stdout(io.StringIO()):  # FlyDSL prints one line per ISA dump
+        isas = isa.collect()
+    data = {f"{i.rung}/{i.dtype}": {"vec": i.vec, "instructions": len(i.body), "memory_instructions": len(i.memops),
+                                    "vgprs": i.vgprs, "sgprs": i.sgprs, "scratch_bytes": i.scratch_bytes,
+                                    "memops": [m.text for m in i.memops]} for i in isas}
+    return Section("gfx950 ISA per rung (compiled here with COMPILE_ONLY, tools/isa.py)", True, isa.table(isas), data)
+
+
+def _subprocess_section(name, title, timeout):
+    """Run one section in its own process (each loads its own stand-in libamdhip64)."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--section", name]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        return Section(title, False, "", reason=f"timed out after {timeout} s")
+    marker = "@@SECTION@@"
+    if p.returncode != 0 or marker not in p.stdout:
+        tail = (p.stderr or p.stdout).strip().splitlines()[-3:]
+        return Section(title, False, "", reason=f"subprocess exited {p.returncode}: " + " | ".join(tail))
+    payload = json.loads(p.stdout.split(marker, 1)[1])
+    return Section(**payload)
+
+
+def section_vgpu():
+    """Emulated instructions per byte moved per rung, from the virtual gfx950."""
+    title = "emulated instructions per byte moved (virtual gfx950, tools/vgpu/)"
+    try:
+        sys.path.insert(0, str(ROOT))
+        from tools.vgpu import counts as vgpu_counts  # the virtual device's counting API
+    except ImportError as e:
+        return Section(title, False, "", reason=(
+            f"tools/vgpu has no instruction-count API in this checkout ({e}); the virtual device is "
+            "still being built. No counts are shown rather than invented ones."))
+    return vgpu_counts.ladder_section(title)
+
+
+def section_host():
+    """Host time per relu(x, out=y) through FlyDSL's launch path with a no-op HIP library."""
+    title = "host time per call: relu(x, out=y) via FlyDSL + no-op HIP vs torch.relu eager (CPU)"
+    try:
+        sys.path.insert(0, str(HERE))
+        import host_overhead
+    except ImportError as e:
+        return Section(title, False, "", reason=(
+            f"benchmarks/host_overhead.py is not in this checkout ({e}); it is being built. "
+            "No host times are shown rather than invented ones."))
+    return host_overhead.ladder_section(title)
+
+
+SECTIONS = {"vgpu": section_vgpu, "host": section_host}
+
+
+def nogpu_main(args, why):
+    t0 = time.perf_counter()
+    print(f"No gfx950 device here ({why}).")
+    print("DEVICE BANDWIDTH WAS NOT MEASURED: nothing below is a GB/s figure. On an MI350X/MI355X run")
+    print("    python benchmarks/ladder.py")
+    print("for the timed ladder. What this machine can report:\n")
+    sections = []
+    for k, (label, fn) in enumerate((("isa", section_isa),
+                                     ("vgpu", lambda: _subprocess_section("vgpu", "virtual gfx950", 900)),
+                                     ("host", lambda: _subprocess_section("host", "host time", 600))), 1):
+        t = time.perf_counter()
+        try:
+            s = fn()
+        except Exception as e:  # noqa: BLE001 - a broken section is reported, not hidden
+            s = Section(label, False, "", reason=f"{type(e).__name__}: {e}")
+        s.data["seconds"] = round(time.perf_counter() - t, 1)
+        sections.append(s)
+        print(f"[{k}/3] {s.title}")
+        print(s.text if s.available else f"UNAVAILABLE: {s.reason}")
+        print()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    doc = {"mode": "nogpu", "device_bandwidth_measured": False, "why_no_gpu": why, "environment": environment(),
+           "command": " ".join([Path(sys.executable).name] + sys.argv),
+           "sections": [asdict(s) for s in sections]}
+    (out / "nogpu.json").write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"wrote {out}/nogpu.json ({time.perf_counter() - t0:.0f} s). Device bandwidth was not measured.")
+    return 0
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default=str(ROOT / "results"), help="results folder (default results/)")
+    p.add_argument("--mode", choices=("auto", "gpu", "nogpu"), default="auto")
+    p.add_argument("--rungs", nargs="+", default=list(RUNGS), choices=RUNGS)
+    p.add_argument("--dtypes", nargs="+", default=["bfloat16"], choices=sorted(ELEMENT_BYTES))
+    p.add_argument("--sweeps", nargs="+", default=["shapes", "band"], choices=("shapes", "band"))
+    p.add_argument("--rounds", type=int, default=ROUNDS)
+    p.add_argument("--iters", type=int, default=ITERS)
+    p.add_argument("--warmup", type=int, default=WARMUP)
+    p.add_argument("--variant", help="time a built variant folder (relu-build/build/torch-rocm) instead of the source")
+    p.add_argument("--section", choices=sorted(SECTIONS), help=argparse.SUPPRESS)  # internal: one no-GPU section
+    args = p.parse_args(argv)
+
+    if args.section:
+        s = SECTIONS[args.section]()
+        print("@@SECTION@@" + json.dumps(asdict(s)))
+        return 0
+    ok, why = gfx950_device()
+    if args.mode == "gpu" and not ok:
+        p.error(f"--mode gpu needs a gfx950 device: {why}")
+    if args.mode == "nogpu" or not ok:
+        return nogpu_main(args, why if not ok else "--mode nogpu")
+    return gpu_main(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
