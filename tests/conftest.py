@@ -25,8 +25,6 @@ def repo_root():
 # ---- virtual gfx950 device (tools/vgpu) ------------------------------------
 def _vgpu_unavailable():
     """Why the virtual device cannot run here, or None."""
-    import shutil
-
     from vgpu.build import find_cc
 
     if find_cc() is None:
@@ -42,7 +40,6 @@ def _vgpu_unavailable():
         import flydsl  # noqa: F401
     except ImportError:
         return "flydsl is not installed"
-    del shutil
     return None
 
 

@@ -126,9 +126,10 @@ class Memory:
             self.violations.append(v)
             raise OutOfBounds(str(v))
         out = []
-        for k in np.unique(ridx):
+        lo, hi = int(ridx.min()), int(ridx.max())
+        for k in ([lo] if lo == hi else np.unique(ridx)):
             r = rs[int(k)]
-            m = ridx == k
+            m = np.ones(ridx.shape, bool) if lo == hi else ridx == k
             if r.guard or (write and not r.writable):
                 bad = int(np.flatnonzero(m)[0])
                 kind = "read-only" if (write and not r.writable and not r.guard) else ("guard-write" if write else "guard-read")
@@ -174,4 +175,8 @@ class Memory:
             else:
                 src = data[m][:, :1].view(np.uint8).reshape(-1, 4)[:, :nbytes]
             r.bytes[idx] = src
-            np.add.at(r.writes, idx.ravel(), 1)
+            flat = idx.ravel()
+            if flat.size * 8 > r.size:
+                r.writes[:] += np.bincount(flat, minlength=r.size).astype(np.uint16)
+            else:
+                np.add.at(r.writes, flat, 1)
