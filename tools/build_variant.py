@@ -80,7 +80,8 @@ def write_metadata(variant: Path, config: dict, unique_id: str) -> dict:
 def render_card(version: int) -> str:
     body_path = ROOT / "docs" / "card_body.md"
     body = body_path.read_text() if body_path.exists() else ""
-    return (ROOT / "CARD.md").read_text().replace("{version}", str(version)).replace("{card_body}", body)
+    # The body first, so `{version}` in docs/card_body.md follows build.toml too.
+    return (ROOT / "CARD.md").read_text().replace("{card_body}", body).replace("{version}", str(version))
 
 
 def build(out: Path) -> dict:

@@ -2,9 +2,19 @@
 
 Loading a kernel does not check its files; a serving stack can call this at
 startup: `relu_flydsl.verify_variant()` (this package's own folder) or
-`verify_variant(path)`. Uses the `kernels` library's own digest functions.
+`verify_variant(path)`. Uses the `kernels` library's own digest functions
+(`Digest.hash_variant` + `metadata.digest.validate`).
+
+It returns the release fingerprint ("sha256:..."), the value recorded for the
+release in releases/vN.json and the CHANGELOG, so a stack can also pin it.
+
+In the Hugging Face cache every file of a snapshot is a symlink into blobs/:
+the variant folder is this file's folder as reached, never its resolved target.
 """
 
+import hashlib
+import json
+import os
 from pathlib import Path
 
 
@@ -12,17 +22,42 @@ class VariantVerificationError(RuntimeError):
     pass
 
 
-def verify_variant(path=None) -> str:
-    """Rehash the variant folder and compare with metadata.json's digest.
-    Returns the digest on success; raises VariantVerificationError naming
-    every changed, added or missing file otherwise."""
-    from kernels._rust import Digest, DigestValidationError, Metadata
+def digest_fingerprint(digest: dict) -> str:
+    """One sha256 over a metadata.json digest (algorithm + sorted per-file hashes)."""
+    canonical = json.dumps(
+        {"algorithm": str(digest["algorithm"]).lower(), "files": dict(sorted(digest["files"].items()))},
+        sort_keys=True,
+    )
+    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
 
-    variant = Path(path) if path is not None else Path(__file__).resolve().parent
+
+def _own_variant() -> Path:
+    # abspath, not resolve(): resolving would leave the snapshot for blobs/.
+    return Path(os.path.dirname(os.path.abspath(__file__)))
+
+
+def verify_variant(path=None, expected: str = None) -> str:
+    """Rehash the variant folder and compare with metadata.json's digest.
+
+    path: the variant folder (default: the folder this package was loaded from).
+    expected: optional release fingerprint to pin (e.g. "sha256:..." from the
+        CHANGELOG); a different release raises even when its files are intact.
+    Returns the release fingerprint on success; raises VariantVerificationError
+    naming every changed, added or missing file otherwise."""
+    try:
+        from kernels._rust import Digest, DigestValidationError, Metadata
+    except ImportError as e:  # the package runs without kernels; checking needs it
+        raise VariantVerificationError(f"verify_variant needs the `kernels` library: {e}") from None
+
+    variant = Path(path) if path is not None else _own_variant()
     metadata_path = variant / "metadata.json"
     if not metadata_path.is_file():
         raise VariantVerificationError(f"{variant}: no metadata.json (not a built variant)")
-    metadata = Metadata.from_bytes(metadata_path.read_bytes())
+    raw = metadata_path.read_bytes()
+    try:
+        metadata = Metadata.from_bytes(raw)
+    except (OSError, ValueError) as e:
+        raise VariantVerificationError(f"{metadata_path}: unreadable metadata: {e}") from None
     if metadata.digest is None:
         raise VariantVerificationError(f"{metadata_path}: has no digest")
     current = Digest.hash_variant(metadata.digest.algorithm, variant)
@@ -31,4 +66,9 @@ def verify_variant(path=None) -> str:
     except DigestValidationError as e:
         problems = "; ".join(str(v) for v in e.violations)
         raise VariantVerificationError(f"{variant}: files differ from the release digest: {problems}") from None
-    return str(metadata.digest)
+    fingerprint = digest_fingerprint(json.loads(raw)["digest"])
+    if expected is not None and fingerprint != expected:
+        raise VariantVerificationError(
+            f"{variant}: intact, but it is release {fingerprint}, not the pinned {expected}"
+        )
+    return fingerprint
