@@ -1,0 +1,407 @@
+"""Release relu-flydsl version N to branch `vN` of the Hub kernel repo.
+
+    python tools/release.py --dry-run      build, check, print branch + files; no network, writes nothing
+    python tools/release.py --record-only  build, check, write CHANGELOG entry + releases/vN.json
+    HF_TOKEN=... python tools/release.py   the above, then upload to branch vN (and the card to main)
+
+N is build.toml's [general] version (the single source). Steps:
+  1. build relu-build/ (tools/build_variant.py) for N;
+  2. check the kernels versioning rules against the last recorded release
+     (releases/v*.json): the public API is `__all__` of the variant's
+     __init__.py, plus the supported dtypes (flash_relu_rocm.registry.DTYPES).
+     Adding or removing a symbol or dtype needs a new version; version 0 is
+     alpha and exempt; versions never go backwards or skip;
+  3. write the CHANGELOG.md entry for N (kept if present) and releases/vN.json
+     (version, branch, __all__, dtypes, the variant digest from metadata.json);
+  4. upload with huggingface_hub, repo_type="kernel": one commit to branch vN
+     holding build/torch-rocm/**, benchmarks/** and README.md (the card), plus
+     deletions of files a previous upload left there under those folders; then
+     the card as README.md on main (the Hub page shows main; kernel-builder's
+     `upload` does the same).
+
+The upload operations are built once by `plan_release`; --dry-run prints that
+plan and the upload sends it (tests/test_release_tool.py checks both agree).
+"""
+
+import argparse
+import ast
+import datetime
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import build_variant  # noqa: E402
+
+ROOT = build_variant.ROOT
+RELEASES = ROOT / "releases"
+CHANGELOG = ROOT / "CHANGELOG.md"
+REPO_TYPE = "kernel"
+MAIN_BRANCH = "main"
+# Folders of the version branch this tool owns: stale files in them are deleted.
+MANAGED_PREFIXES = (f"build/{build_variant.VARIANT}/", "benchmarks/")
+
+
+class ReleaseError(RuntimeError):
+    pass
+
+
+# ---- what a release contains ---------------------------------------------
+def public_api(variant: Path) -> list:
+    """`__all__` of the variant's top-level __init__.py, read without importing."""
+    tree = ast.parse((variant / "__init__.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            return sorted(ast.literal_eval(node.value))
+    raise ReleaseError(f"{variant}/__init__.py has no literal __all__: the public API must be explicit")
+
+
+def supported_dtypes(variant: Path) -> list:
+    """DTYPES of the shipped flash_relu_rocm/registry.py (loaded standalone: it imports no torch/flydsl)."""
+    path = variant / "flash_relu_rocm" / "registry.py"
+    spec = importlib.util.spec_from_file_location("_relu_release_registry", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return sorted(module.DTYPES)
+
+
+def digest_fingerprint(digest: dict) -> str:
+    """One sha256 over the variant's per-file digest: the package's own
+    `_verify.digest_fingerprint`, the value `verify_variant()` returns."""
+    spec = importlib.util.spec_from_file_location("_relu_release_verify", build_variant.PACKAGE / "_verify.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.digest_fingerprint(digest)
+
+
+def manifest_for(out: Path) -> dict:
+    """The release manifest of a built relu-build/ folder."""
+    config = build_variant.read_build_toml()
+    variant = out / "build" / build_variant.VARIANT
+    metadata = json.loads((variant / "metadata.json").read_text())
+    version = int(config["general"]["version"])
+    if int(metadata["version"]) != version:
+        raise ReleaseError(f"{variant}/metadata.json has version {metadata['version']}, build.toml has {version}: rebuild")
+    return {
+        "version": version,
+        "repo_id": config["general"]["hub"]["repo-id"],
+        "branch": f"v{version}",
+        "variant": build_variant.VARIANT,
+        "kernel_id": metadata["id"],
+        "all": public_api(variant),
+        "dtypes": supported_dtypes(variant),
+        "backend": metadata["backend"],
+        "digest_fingerprint": digest_fingerprint(metadata["digest"]),
+        "digest": metadata["digest"],
+    }
+
+
+def load_manifests(releases: Path = RELEASES) -> dict:
+    found = {}
+    for path in releases.glob("v*.json"):
+        m = re.fullmatch(r"v(\d+)\.json", path.name)
+        if m:
+            found[int(m.group(1))] = json.loads(path.read_text())
+    return found
+
+
+# ---- the versioning rules -------------------------------------------------
+@dataclass
+class Check:
+    ok: bool
+    messages: list = field(default_factory=list)
+
+
+def check_versioning(new: dict, previous: dict | None) -> Check:
+    """kernels' rules: a new public symbol or dtype (or a removed one) needs a
+    new version; version 0 is alpha and exempt. `previous` is the last recorded
+    release (highest version), or None for the first release."""
+    v = new["version"]
+    msgs = []
+    if v == 0:
+        return Check(True, ["version 0 is alpha: API and dtype changes are allowed, not for production"])
+    if previous is None:
+        return Check(True, [f"first recorded release: v{v}"])
+    pv = previous["version"]
+    added = sorted(set(new["all"]) - set(previous["all"]))
+    removed = sorted(set(previous["all"]) - set(new["all"]))
+    dt_added = sorted(set(new["dtypes"]) - set(previous["dtypes"]))
+    dt_removed = sorted(set(previous["dtypes"]) - set(new["dtypes"]))
+    changes = []
+    if added:
+        changes.append(f"new public symbols {added}")
+    if removed:
+        changes.append(f"removed public symbols {removed}")
+    if dt_added:
+        changes.append(f"new dtypes {dt_added}")
+    if dt_removed:
+        changes.append(f"removed dtypes {dt_removed}")
+    if v < pv:
+        return Check(False, [f"version {v} is older than the last release v{pv}: set build.toml version to {pv} or {pv + 1}"])
+    if v > pv + 1 and pv != 0:
+        return Check(False, [f"version {v} skips versions after the last release v{pv}: use {pv + 1}"])
+    if v == pv:
+        if changes:
+            return Check(False, [f"v{v} is already released and this build has {'; '.join(changes)}: "
+                                 f"that needs a new version (set build.toml version = {pv + 1})"])
+        same = new["digest_fingerprint"] == previous["digest_fingerprint"]
+        msgs.append(f"same version v{v}, same public API and dtypes"
+                    + ("; files identical to the recorded release" if same else "; files changed (a compatible fix on branch v%d)" % v))
+        return Check(True, msgs)
+    msgs.append(f"new version v{v} after v{pv}" + (f": {'; '.join(changes)}" if changes else ": API and dtypes unchanged"))
+    return Check(True, msgs)
+
+
+# ---- CHANGELOG and manifest ------------------------------------------------
+def changelog_has(text: str, version: int) -> bool:
+    return re.search(rf"^## v{version}\b", text, flags=re.M) is not None
+
+
+def changelog_entry(new: dict, previous: dict | None, notes: str | None, date: str) -> str:
+    lines = [f"## v{new['version']} ({date})", ""]
+    if notes:
+        lines += [f"- {line.strip()}" for line in notes.strip().splitlines() if line.strip()]
+    if previous is None or previous["version"] == new["version"]:
+        lines.append(f"- Public API: {', '.join(f'`{s}`' for s in new['all'])}")
+        lines.append(f"- Dtypes: {', '.join(new['dtypes'])}; devices: {', '.join(new['backend']['archs'])}")
+    else:
+        added = sorted(set(new["all"]) - set(previous["all"]))
+        removed = sorted(set(previous["all"]) - set(new["all"]))
+        for name in added:
+            lines.append(f"- Added `{name}`")
+        for name in removed:
+            lines.append(f"- Removed `{name}` (breaking)")
+        for dt in sorted(set(new["dtypes"]) - set(previous["dtypes"])):
+            lines.append(f"- Added dtype {dt}")
+        for dt in sorted(set(previous["dtypes"]) - set(new["dtypes"])):
+            lines.append(f"- Removed dtype {dt} (breaking)")
+    lines.append(f"- Hub branch `{new['branch']}`; variant `{new['variant']}` digest {new['digest_fingerprint']}")
+    return "\n".join(lines) + "\n"
+
+
+def write_changelog(entry: str, version: int, path: Path = CHANGELOG) -> bool:
+    """Insert the entry for `version` above older entries; keep an existing one. Returns True if written."""
+    text = path.read_text() if path.exists() else "# Changelog\n\nOne entry per Hub version branch `vN` (build.toml `version`).\n"
+    if changelog_has(text, version):
+        # Keep the entry, but its digest line follows the build (a re-recorded release).
+        digest_line = next((l for l in entry.splitlines() if l.startswith("- Hub branch ")), None)
+        if digest_line:
+            updated = re.sub(rf"^- Hub branch `v{version}`;.*$", digest_line.replace("\\", "\\\\"), text, count=1, flags=re.M)
+            if updated != text:
+                path.write_text(updated)
+        return False
+    m = re.search(r"^## v\d+", text, flags=re.M)
+    text = (text[: m.start()] + entry + "\n" + text[m.start():]) if m else text.rstrip("\n") + "\n\n" + entry
+    path.write_text(text)
+    return True
+
+
+def write_manifest(manifest: dict, releases: Path = RELEASES) -> Path:
+    releases.mkdir(exist_ok=True)
+    path = releases / f"v{manifest['version']}.json"
+    path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def version_problems(out: Path, root: Path = ROOT) -> list:
+    """Every place that states the release number, checked against build.toml:
+    the variant's metadata.json, its _version.py reading (= __version__), the
+    card (README.md), the CHANGELOG's newest entry, the newest releases/vN.json.
+    Returns human-readable disagreements (empty when all follow build.toml)."""
+    version = int(tomllib.loads((root / "build.toml").read_text())["general"]["version"])
+    problems = []
+    variant = out / "build" / build_variant.VARIANT
+    meta = json.loads((variant / "metadata.json").read_text())["version"]
+    if meta != version:
+        problems.append(f"metadata.json says {meta}")
+    spec = importlib.util.spec_from_file_location("_relu_release_version", variant / "_version.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if module.__version__ != str(version):
+        problems.append(f"the variant's __version__ is {module.__version__!r}")
+    card = (out / "README.md").read_text()
+    if f"(version {version})" not in card:
+        problems.append("the card's title does not say (version %d)" % version)
+    pins = {int(v) for v in re.findall(r"\bversion\s*=\s*(\d+)", card)}
+    if pins - {version}:
+        problems.append(f"the card pins version(s) {sorted(pins - {version})}")
+    changelog = root / "CHANGELOG.md"
+    heads = [int(v) for v in re.findall(r"^## v(\d+)\b", changelog.read_text(), flags=re.M)] if changelog.exists() else []
+    if not heads or heads[0] != version:
+        problems.append(f"CHANGELOG.md's newest entry is {('v%d' % heads[0]) if heads else 'missing'}")
+    manifests = load_manifests(root / "releases")
+    if not manifests or max(manifests) != version or manifests[max(manifests)]["version"] != version:
+        problems.append(f"the newest releases/vN.json is {('v%d' % max(manifests)) if manifests else 'missing'}")
+    return [f"build.toml version is {version}, but {p}" for p in problems]
+
+
+# ---- the upload plan --------------------------------------------------------
+@dataclass
+class Commit:
+    branch: str
+    operations: list  # huggingface_hub CommitOperationAdd / CommitOperationDelete
+    message: str
+
+
+@dataclass
+class UploadPlan:
+    repo_id: str
+    version: int
+    commits: list  # [Commit]: the version branch first, then the card on main
+
+    @property
+    def branch(self) -> str:
+        return self.commits[0].branch
+
+
+def _files(out: Path) -> list:
+    """(path_in_repo, local path) for everything the version branch gets."""
+    files = []
+    for sub in (Path("build") / build_variant.VARIANT, Path("benchmarks")):
+        for p in sorted((out / sub).rglob("*")):
+            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc":
+                files.append((p.relative_to(out).as_posix(), p))
+    files.append(("README.md", out / "README.md"))
+    return files
+
+
+def plan_release(out: Path, manifest: dict, existing_files=()) -> UploadPlan:
+    """The exact commits the upload makes. `existing_files`: paths already on
+    the version branch (listed at upload time; the dry run cannot know them):
+    files under build/torch-rocm/ or benchmarks/ that this build does not have
+    are deleted so the branch holds exactly this release."""
+    from huggingface_hub import CommitOperationAdd, CommitOperationDelete
+
+    version, branch = manifest["version"], manifest["branch"]
+    adds = [CommitOperationAdd(path_in_repo=repo_path, path_or_fileobj=str(local)) for repo_path, local in _files(out)]
+    new_paths = {op.path_in_repo for op in adds}
+    deletes = [
+        CommitOperationDelete(path_in_repo=p)
+        for p in sorted(existing_files)
+        if p.startswith(MANAGED_PREFIXES) and p not in new_paths
+    ]
+    message = f"relu-flydsl v{version} ({manifest['variant']} {manifest['digest_fingerprint']})"
+    card = [CommitOperationAdd(path_in_repo="README.md", path_or_fileobj=str(out / "README.md"))]
+    return UploadPlan(
+        repo_id=manifest["repo_id"],
+        version=version,
+        commits=[Commit(branch, adds + deletes, message), Commit(MAIN_BRANCH, card, f"relu-flydsl card for v{version}")],
+    )
+
+
+def describe_operation(op) -> str:
+    from huggingface_hub import CommitOperationAdd
+
+    if isinstance(op, CommitOperationAdd):
+        sha = hashlib.sha256(Path(op.path_or_fileobj).read_bytes()).hexdigest()[:12]
+        return f"add    {op.path_in_repo}  ({Path(op.path_or_fileobj).stat().st_size} bytes, sha256 {sha})"
+    return f"delete {op.path_in_repo}"
+
+
+def describe_plan(plan: UploadPlan) -> str:
+    lines = [f"repo {plan.repo_id} (repo_type={REPO_TYPE})"]
+    for commit in plan.commits:
+        lines.append(f"branch {commit.branch}: {len(commit.operations)} operations, message {commit.message!r}")
+        lines += [f"  {describe_operation(op)}" for op in commit.operations]
+    lines.append("(at upload time, files a previous upload left under "
+                 + ", ".join(MANAGED_PREFIXES) + " on the version branch are deleted in the same commit)")
+    return "\n".join(lines)
+
+
+def check_hub_client():
+    """huggingface_hub must know repo_type="kernel" (added in 1.x; 2.4.0 has it)."""
+    import huggingface_hub
+    from huggingface_hub import constants
+
+    kinds = getattr(constants, "REPO_TYPES_WITH_KERNEL", constants.REPO_TYPES)
+    if REPO_TYPE not in kinds:
+        raise ReleaseError(
+            f"huggingface_hub {huggingface_hub.__version__} does not support repo_type='kernel': "
+            "pip install -U huggingface_hub (kernels>=0.17 pulls a version that does)"
+        )
+
+
+def upload(plan_for_existing, api, manifest) -> list:
+    """Create the repo and branch if needed, then make the planned commits.
+    `plan_for_existing(existing_files) -> UploadPlan`. Returns the commit infos."""
+    check_hub_client()
+    repo_id, branch = manifest["repo_id"], manifest["branch"]
+    api.create_repo(repo_id, repo_type=REPO_TYPE, exist_ok=True)
+    refs = api.list_repo_refs(repo_id, repo_type=REPO_TYPE)
+    existing = []
+    if any(b.name == branch for b in refs.branches):
+        existing = api.list_repo_files(repo_id, repo_type=REPO_TYPE, revision=branch)
+    else:
+        api.create_branch(repo_id, branch=branch, repo_type=REPO_TYPE)
+    plan = plan_for_existing(existing)
+    infos = []
+    for commit in plan.commits:
+        infos.append(api.create_commit(
+            repo_id, operations=commit.operations, commit_message=commit.message,
+            revision=commit.branch, repo_type=REPO_TYPE,
+        ))
+    return infos
+
+
+# ---- the command -------------------------------------------------------------
+def prepare(out: Path):
+    """Build and check. Returns (manifest, previous manifest or None, Check)."""
+    build_variant.build(out)
+    manifest = manifest_for(out)
+    manifests = load_manifests()
+    previous = manifests[max(manifests)] if manifests else None
+    return manifest, previous, check_versioning(manifest, previous)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=ROOT / "relu-build")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="print the branch and file list; no network, no writes")
+    mode.add_argument("--record-only", action="store_true", help="write CHANGELOG + releases/vN.json, do not upload")
+    parser.add_argument("--notes", help="lines for the CHANGELOG entry (only when the entry is new)")
+    parser.add_argument("--date", default=datetime.date.today().isoformat())
+    args = parser.parse_args(argv)
+
+    if not (args.dry_run or args.record_only) and not os.environ.get("HF_TOKEN"):
+        print("HF_TOKEN is not set: use --dry-run or --record-only, or export a token with write access", file=sys.stderr)
+        return 1
+    out = args.out.resolve()
+    manifest, previous, check = prepare(out)
+    for message in check.messages:
+        print(("ok: " if check.ok else "REFUSED: ") + message)
+    if not check.ok:
+        return 2
+
+    if args.dry_run:
+        print(describe_plan(plan_release(out, manifest)))
+        print(f"variant digest {manifest['digest_fingerprint']}; dry run: nothing written, nothing uploaded")
+        return 0
+
+    wrote = write_changelog(changelog_entry(manifest, previous, args.notes, args.date), manifest["version"])
+    print(f"CHANGELOG.md: {'entry for v%d written' % manifest['version'] if wrote else 'entry for v%d kept' % manifest['version']}")
+    print(f"recorded {write_manifest(manifest).relative_to(ROOT)} (digest {manifest['digest_fingerprint']})")
+    if args.record_only:
+        return 0
+
+    problems = version_problems(out)
+    if problems:
+        print("REFUSED: the release number disagrees:\n  " + "\n  ".join(problems), file=sys.stderr)
+        return 2
+    from huggingface_hub import HfApi
+
+    infos = upload(lambda existing: plan_release(out, manifest, existing), HfApi(token=os.environ["HF_TOKEN"]), manifest)
+    for info in infos:
+        print(f"committed {getattr(info, 'oid', info)}: {getattr(info, 'commit_url', '')}")
+    print(f"released {manifest['repo_id']} {manifest['branch']}: get_kernel({manifest['repo_id']!r}, version={manifest['version']})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
