@@ -1,0 +1,177 @@
+"""tools/release.py: the versioning rules, and that --dry-run prints exactly
+the operations the upload sends (HfApi replaced by a recorder; no network)."""
+
+import copy
+import re
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+import release  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    out = tmp_path_factory.mktemp("rel") / "relu-build"
+    release.build_variant.build(out)
+    return out, release.manifest_for(out)
+
+
+class RecordingApi:
+    """Stands in for HfApi: records every call, sends nothing."""
+
+    def __init__(self, branches=(), files=()):
+        self.calls, self.branches, self.files = [], list(branches), list(files)
+
+    def create_repo(self, repo_id, **kw):
+        self.calls.append(("create_repo", repo_id, kw))
+
+    def list_repo_refs(self, repo_id, **kw):
+        self.calls.append(("list_repo_refs", repo_id, kw))
+        return types.SimpleNamespace(branches=[types.SimpleNamespace(name=b) for b in self.branches])
+
+    def list_repo_files(self, repo_id, **kw):
+        self.calls.append(("list_repo_files", repo_id, kw))
+        return list(self.files)
+
+    def create_branch(self, repo_id, **kw):
+        self.calls.append(("create_branch", repo_id, kw))
+
+    def create_commit(self, repo_id, operations, commit_message, revision, repo_type):
+        self.calls.append(("create_commit", repo_id, dict(operations=list(operations), revision=revision, repo_type=repo_type)))
+        return types.SimpleNamespace(oid="c0ffee", commit_url="")
+
+    def commits(self):
+        return [c[2] for c in self.calls if c[0] == "create_commit"]
+
+
+def _sent(api):
+    """(branch, 'add'/'delete', path, bytes or None) for every operation committed."""
+    rows = []
+    for commit in api.commits():
+        assert commit["repo_type"] == "kernel"
+        for op in commit["operations"]:
+            if hasattr(op, "path_or_fileobj"):
+                rows.append((commit["revision"], "add", op.path_in_repo, Path(op.path_or_fileobj).read_bytes()))
+            else:
+                rows.append((commit["revision"], "delete", op.path_in_repo, None))
+    return rows
+
+
+def _dry_run_rows(text, out):
+    rows, branch = [], None
+    for line in text.splitlines():
+        if m := re.match(r"branch (\S+): ", line):
+            branch = m.group(1)
+        elif m := re.match(r"  (add|delete)\s+(\S+)", line):
+            data = (out / m.group(2)).read_bytes() if m.group(1) == "add" else None
+            rows.append((branch, m.group(1), m.group(2), data))
+    return rows
+
+
+def test_dry_run_lists_exactly_what_the_upload_sends(built, capsys):
+    out, manifest = built
+    before = {p: p.read_bytes() for p in [ROOT / "CHANGELOG.md", *sorted((ROOT / "releases").glob("*.json"))] if p.exists()}
+    assert release.main(["--dry-run", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    after = {p: p.read_bytes() for p in before}
+    assert after == before  # the dry run writes nothing in the repo
+
+    api = RecordingApi()  # a new branch: nothing there yet
+    release.upload(lambda existing: release.plan_release(out, manifest, existing), api, manifest)
+    sent = _sent(api)
+    assert _dry_run_rows(printed, out) == sent
+    assert ("create_branch", "org/relu-flydsl", {"branch": "v1", "repo_type": "kernel"}) in api.calls
+    v1 = {path for branch, _, path, _ in sent if branch == "v1"}
+    assert "build/torch-rocm/metadata.json" in v1 and "benchmarks/benchmark.py" in v1 and "README.md" in v1
+    assert all(p.startswith(("build/torch-rocm/", "benchmarks/")) or p == "README.md" for p in v1)
+    assert not any("__pycache__" in p or p.endswith(".pyc") for p in v1)
+    assert [r[2] for r in sent if r[0] == "main"] == ["README.md"]
+
+
+def test_upload_to_an_existing_branch_deletes_stale_files_only_in_its_folders(built):
+    out, manifest = built
+    stale = ["build/torch-rocm/old_module.py", "benchmarks/old.py", "build/torch-cuda/x.py", ".gitattributes"]
+    api = RecordingApi(branches=["main", "v1"], files=stale + ["build/torch-rocm/__init__.py"])
+    release.upload(lambda existing: release.plan_release(out, manifest, existing), api, manifest)
+    assert not any(c[0] == "create_branch" for c in api.calls)
+    deleted = [r[2] for r in _sent(api) if r[1] == "delete"]
+    assert deleted == ["benchmarks/old.py", "build/torch-rocm/old_module.py"]
+    dry = release.plan_release(out, manifest)
+    adds = [(r[0], r[2]) for r in _sent(api) if r[1] == "add"]
+    assert adds == [(c.branch, op.path_in_repo) for c in dry.commits for op in c.operations]
+
+
+def test_real_upload_needs_a_token(monkeypatch, capsys):
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    assert release.main([]) == 1
+    assert "HF_TOKEN" in capsys.readouterr().err
+
+
+def test_hub_client_must_know_kernel_repos(monkeypatch):
+    release.check_hub_client()  # the installed huggingface_hub has repo_type="kernel"
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "REPO_TYPES_WITH_KERNEL", [None, "model", "dataset", "space"])
+    with pytest.raises(release.ReleaseError, match="does not support repo_type='kernel'"):
+        release.check_hub_client()
+
+
+def _m(version, all_=None, dtypes=None, fp="sha256:a"):
+    return {"version": version, "all": sorted(all_ or ["layers", "relu"]), "dtypes": sorted(dtypes or ["bfloat16", "float16", "float32"]),
+            "digest_fingerprint": fp}
+
+
+@pytest.mark.parametrize(
+    "new, previous, ok, words",
+    [
+        (_m(1), None, True, "first"),
+        (_m(1, fp="sha256:b"), _m(1), True, "compatible fix"),
+        (_m(1, all_=["layers", "relu", "relu6"]), _m(1), False, "new public symbols ['relu6']"),
+        (_m(1, all_=["relu"]), _m(1), False, "removed public symbols ['layers']"),
+        (_m(1, dtypes=["bfloat16", "float16", "float32", "float64"]), _m(1), False, "new dtypes ['float64']"),
+        (_m(2, all_=["layers", "relu", "relu6"]), _m(1), True, "new version v2"),
+        (_m(3), _m(1), False, "skips"),
+        (_m(1), _m(2), False, "older"),
+        (_m(0, all_=["x"]), _m(0), True, "alpha"),
+    ],
+)
+def test_versioning_rules(new, previous, ok, words):
+    check = release.check_versioning(new, previous)
+    assert check.ok is ok
+    assert words in " ".join(check.messages)
+
+
+def test_recorded_release_matches_the_rules(built):
+    """The current tree may be released as build.toml's version: checked against the last manifest."""
+    _, manifest = built
+    manifests = release.load_manifests()
+    previous = manifests[max(manifests)] if manifests else None
+    check = release.check_versioning(manifest, previous)
+    assert check.ok, check.messages
+
+
+def test_changelog_entry_is_inserted_once(tmp_path):
+    path = tmp_path / "CHANGELOG.md"
+    m1 = dict(_m(1), branch="v1", variant="torch-rocm", backend={"archs": ["gfx950"]})
+    assert release.write_changelog(release.changelog_entry(m1, None, "first", "2026-01-01"), 1, path)
+    assert not release.write_changelog("## v1 again\n", 1, path)
+    m2 = dict(_m(2, all_=["layers", "relu", "relu6"]), branch="v2", variant="torch-rocm", backend={"archs": ["gfx950"]})
+    assert release.write_changelog(release.changelog_entry(m2, m1, None, "2026-02-01"), 2, path)
+    text = path.read_text()
+    assert text.index("## v2") < text.index("## v1") and "Added `relu6`" in text and text.count("## v1") == 1
+
+
+def test_rerecording_a_version_updates_its_digest_line(tmp_path):
+    path = tmp_path / "CHANGELOG.md"
+    m1 = dict(_m(1), branch="v1", variant="torch-rocm", backend={"archs": ["gfx950"]})
+    release.write_changelog(release.changelog_entry(m1, None, "first", "2026-01-01"), 1, path)
+    m1b = dict(m1, digest_fingerprint="sha256:b")
+    assert not release.write_changelog(release.changelog_entry(m1b, None, None, "2026-01-02"), 1, path)
+    text = path.read_text()
+    assert "digest sha256:b" in text and "digest sha256:a" not in text and "- first" in text

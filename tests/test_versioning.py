@@ -1,0 +1,87 @@
+"""build.toml's [general] version is the single source of the release number:
+metadata.json, the package's __version__, the card, CHANGELOG.md and the
+newest releases/vN.json must all agree with it."""
+
+import json
+import shutil
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+import release  # noqa: E402
+
+VERSION = int(tomllib.loads((ROOT / "build.toml").read_text())["general"]["version"])
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ver") / "relu-build"
+    release.build_variant.build(out)
+    return out
+
+
+def test_every_place_follows_build_toml(built):
+    assert release.version_problems(built) == []
+
+
+def test_source_package_version_follows_build_toml():
+    sys.path.insert(0, str(ROOT / "torch-ext"))
+    try:
+        import relu_flydsl
+    finally:
+        sys.path.remove(str(ROOT / "torch-ext"))
+    assert relu_flydsl.__version__ == str(VERSION)
+
+
+def test_recorded_manifest_is_consistent():
+    manifest = json.loads((ROOT / "releases" / f"v{VERSION}.json").read_text())
+    assert manifest["version"] == VERSION and manifest["branch"] == f"v{VERSION}"
+    assert manifest["repo_id"] == "org/relu-flydsl"
+    assert manifest["digest_fingerprint"] == release.digest_fingerprint(manifest["digest"])
+    assert manifest["digest_fingerprint"] in (ROOT / "CHANGELOG.md").read_text()
+
+
+def test_card_front_matter_and_api(built):
+    card = (built / "README.md").read_text()
+    front = card.split("---")[1]
+    assert "library_name: kernels" in front and "license: apache-2.0" in front and "tags:" in front
+    for symbol in release.public_api(built / "build" / "torch-rocm"):
+        assert f"`{symbol}`" in card, f"the card does not mention public symbol {symbol}"
+    for dtype in ("float32", "float16", "bfloat16"):
+        assert dtype in card
+    assert "flydsl==0.5.0" in card and "RELU_FLYDSL_DISABLE" in card and "RELU_FLYDSL_RUNG" in card
+
+
+@pytest.mark.parametrize("where", ["metadata", "changelog", "card", "manifest"])
+def test_a_disagreement_is_reported(built, tmp_path, where):
+    """The check is not vacuous: doctor one place and it names it."""
+    out = tmp_path / "relu-build"
+    shutil.copytree(built, out)
+    root = tmp_path / "root"
+    root.mkdir()
+    shutil.copy(ROOT / "build.toml", root / "build.toml")
+    shutil.copy(ROOT / "CHANGELOG.md", root / "CHANGELOG.md")
+    shutil.copytree(ROOT / "releases", root / "releases")
+    other = VERSION + 1
+    if where == "metadata":
+        meta = out / "build" / "torch-rocm" / "metadata.json"
+        data = json.loads(meta.read_text())
+        data["version"] = other
+        meta.write_text(json.dumps(data))
+    elif where == "changelog":
+        (root / "CHANGELOG.md").write_text(f"# Changelog\n\n## v{other}\n\n" + (ROOT / "CHANGELOG.md").read_text())
+    elif where == "card":
+        readme = out / "README.md"
+        readme.write_text(readme.read_text() + f'\nget_kernel("org/relu-flydsl", version={other})\n')
+    else:
+        data = json.loads((root / "releases" / f"v{VERSION}.json").read_text())
+        (root / "releases" / f"v{other}.json").write_text(json.dumps(dict(data, version=other)))
+    problems = release.version_problems(out, root)
+    assert len(problems) >= 1, problems
+    expected = {"metadata": "metadata.json", "changelog": "CHANGELOG", "card": "card", "manifest": "releases/"}[where]
+    assert any(expected in p for p in problems), problems
