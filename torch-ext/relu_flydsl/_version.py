@@ -3,10 +3,13 @@ variant carries it in metadata.json beside this file; a source checkout reads
 build.toml two folders up."""
 
 import json
+import os
 import tomllib
 from pathlib import Path
 
-_here = Path(__file__).resolve().parent
+# abspath, not resolve(): in a Hub cache the files are symlinks into blobs/,
+# and metadata.json must be found beside the snapshot's __init__.py.
+_here = Path(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _read_version() -> int:
