@@ -107,7 +107,10 @@ class Memory:
 
     # ------------------------------------------------------------ access
     def _resolve(self, addr, nbytes, ctx, write):
-        """addr: uint64 [N]. Returns list of (region, mask over N). Raises on unmapped."""
+        """addr: uint64 [N]. Returns (list of (region, lane mask), split mask):
+        `split` marks accesses that run from one region into the adjacent one
+        (recorded as a violation; performed byte by byte by the caller). Raises
+        OutOfBounds when any byte is outside every region."""
         rs, bases, ends = self._index()
         if not rs:
             ridx = np.full(addr.shape, -1)
@@ -115,29 +118,52 @@ class Memory:
             ridx = np.searchsorted(bases, addr, side="right").astype(np.int64) - 1
         ok = ridx >= 0
         safe = np.where(ok, ridx, 0)
+        split = np.zeros(addr.shape, bool)
         if rs:
-            ok &= addr + np.uint64(nbytes) <= ends[safe]
-        if not ok.all():
-            bad = int(np.flatnonzero(~ok)[0])
+            inside = addr + np.uint64(nbytes) <= ends[safe]
+            split = ok & ~inside
+            ok &= inside
+        for k in np.flatnonzero(split):
+            a = int(addr[k])
+            if any(self.find(a + j) is None for j in range(nbytes)):
+                split[k] = False  # part of it is unmapped
+        if not (ok | split).all():
+            bad = int(np.flatnonzero(~(ok | split))[0])
             a = int(addr[bad])
             r = self.find(a)
-            v = ctx.violation("unmapped" if r is None else "straddles-region-end", bad, a, nbytes,
-                              r.name if r else "")
+            v = ctx.violation("unmapped", bad, a, nbytes, r.name if r else "")
             self.violations.append(v)
             raise OutOfBounds(str(v))
+        for k in np.flatnonzero(split)[:16]:
+            a = int(addr[k])
+            names = "->".join(dict.fromkeys(self.find(a + j).name for j in range(nbytes)))
+            self.violations.append(ctx.violation("straddles-region-end", int(k), a, nbytes, names))
         out = []
-        lo, hi = int(ridx.min()), int(ridx.max())
-        for k in ([lo] if lo == hi else np.unique(ridx)):
-            r = rs[int(k)]
-            m = np.ones(ridx.shape, bool) if lo == hi else ridx == k
-            if r.guard or (write and not r.writable):
-                bad = int(np.flatnonzero(m)[0])
-                kind = "read-only" if (write and not r.writable and not r.guard) else ("guard-write" if write else "guard-read")
-                self.violations.append(ctx.violation(kind, bad, int(addr[bad]), nbytes, r.name))
-                if write and not r.writable and not r.guard:
-                    raise OutOfBounds(str(self.violations[-1]))
-            out.append((r, m))
-        return out
+        if ok.any():
+            live = ridx[ok]
+            lo, hi = int(live.min()), int(live.max())
+            for k in ([lo] if lo == hi else np.unique(live)):
+                r = rs[int(k)]
+                m = ok & (ridx == k)
+                if r.guard or (write and not r.writable):
+                    bad = int(np.flatnonzero(m)[0])
+                    kind = ("read-only" if (write and not r.writable and not r.guard)
+                            else ("guard-write" if write else "guard-read"))
+                    self.violations.append(ctx.violation(kind, bad, int(addr[bad]), nbytes, r.name))
+                    if kind == "read-only":
+                        raise OutOfBounds(str(self.violations[-1]))
+                out.append((r, m))
+        return out, split
+
+    def _bytewise(self, ctx, split):
+        """A context whose lanes are the bytes of the split accesses."""
+        class Sub:
+            def __init__(s, n):
+                s.n = n
+
+            def violation(s, kind, k, addr, size, region=""):
+                return ctx.violation(kind, int(np.flatnonzero(split)[k // s.n]), addr, size, region)
+        return Sub
 
     def read(self, addr, nbytes, ctx):
         """Read `nbytes` (1, 2 or a multiple of 4) at each address -> uint32 [N, max(1, nbytes//4)]."""
@@ -146,7 +172,15 @@ class Memory:
         out = np.zeros((addr.size, words), dtype=np.uint32)
         if addr.size == 0:
             return out
-        for r, m in self._resolve(addr, nbytes, ctx, False):
+        regions, split = self._resolve(addr, nbytes, ctx, False)
+        if split.any():
+            sub = self._bytewise(ctx, split)(nbytes)
+            baddr = (addr[split][:, None] + np.arange(nbytes, dtype=np.uint64)).ravel()
+            b = self.read(baddr, 1, sub)[:, 0].astype(np.uint8).reshape(-1, nbytes)
+            pad = np.zeros((b.shape[0], words * 4), np.uint8)
+            pad[:, :nbytes] = b
+            out[split] = pad.view("<u4")
+        for r, m in regions:
             offs = (addr[m] - np.uint64(r.base)).astype(np.int64)
             if nbytes % 4 == 0 and not (offs & 3).any() and r.base % 4 == 0:
                 w = r.bytes[: r.size // 4 * 4].view(np.uint32)
@@ -167,7 +201,14 @@ class Memory:
         if addr.size == 0:
             return
         data = np.ascontiguousarray(data, dtype=np.uint32)
-        for r, m in self._resolve(addr, nbytes, ctx, True):
+        regions, split = self._resolve(addr, nbytes, ctx, True)
+        if split.any():
+            sub = self._bytewise(ctx, split)(nbytes)
+            baddr = (addr[split][:, None] + np.arange(nbytes, dtype=np.uint64)).ravel()
+            src = np.zeros((int(split.sum()), 4 * max(1, data.shape[1])), np.uint8)
+            src[:, :data.shape[1] * 4] = data[split].view(np.uint8).reshape(-1, data.shape[1] * 4)
+            self.write(baddr, 1, src[:, :nbytes].reshape(-1, 1).astype(np.uint32), sub)
+        for r, m in regions:
             offs = (addr[m] - np.uint64(r.base)).astype(np.int64)
             idx = offs[:, None] + np.arange(nbytes)
             if nbytes >= 4:
