@@ -531,33 +531,131 @@ def _subprocess_section(name, title, timeout):
     return Section(**payload)
 
 
+VGPU_NUMEL = 65536      # every rung: whole blocks only and <= 4096 waves (one emulator batch)
+VGPU_MAX_BATCH_WAVES = 4096  # tools/vgpu Emulator's default batch
+
+
 def section_vgpu():
-    """Emulated instructions per byte moved per rung, from the virtual gfx950."""
-    title = "emulated instructions per byte moved (virtual gfx950, tools/vgpu/)"
+    """Emulated instructions per byte moved per rung, from the virtual gfx950 (tools/vgpu/):
+    the real code objects launched through FlyDSL's own host path, run by the emulator."""
+    title = "emulated instructions per byte moved (virtual gfx950, tools/vgpu/, deterministic)"
+    for p in (ROOT / "tools", ROOT / "torch-ext"):
+        sys.path.insert(0, str(p))
     try:
-        sys.path.insert(0, str(ROOT))
-        from tools.vgpu import counts as vgpu_counts  # the virtual device's counting API
+        import toolchain
+        import vgpu
     except ImportError as e:
-        return Section(title, False, "", reason=(
-            f"tools/vgpu has no instruction-count API in this checkout ({e}); the virtual device is "
-            "still being built. No counts are shown rather than invented ones."))
-    return vgpu_counts.ladder_section(title)
+        return Section(title, False, "", reason=f"tools/vgpu is not importable here ({e})")
+    toolchain.apply()
+    os.environ.pop("COMPILE_ONLY", None)  # the kernels must be launchable in this process
+    dev = vgpu.device()
+    import relu_flydsl
+    from relu_flydsl import _dispatch
+    from relu_flydsl.flash_relu_rocm.registry import RUNGS as REG
+
+    _dispatch.device_info = lambda t: _dispatch.DeviceInfo("gfx950", 0) if t.device.type == "cpu" else None
+    rows, data = [], {}
+    for dtype in ("bfloat16", "float16", "float32"):
+        for rung in RUNGS:
+            r = REG[rung]
+            vec = r.max_vec(dtype)
+            assert VGPU_NUMEL % (r.block * vec * r.unroll) == 0
+            dev.reset()
+            x = check_input(VGPU_NUMEL, dtype, "cpu", seed=3)
+            x_before = x.clone()
+            out, buf = guarded(VGPU_NUMEL, dtype, "cpu")
+            dev.register(x, name="x", writable=False)
+            dev.register(out, name="out")
+            stats0 = relu_flydsl.dispatch_stats()
+            n0 = len(dev.launches)
+            relu_flydsl.relu(x, out=out, rung=rung)
+            fails = []
+            try:
+                dev.check()
+            except Exception as e:  # noqa: BLE001 - an invalid access is a failed check
+                fails.append(str(e))
+            fails += check_output(x, out, buf, x_before)
+            why = flydsl_path_ran(stats0, relu_flydsl.dispatch_stats(), rung, dtype)
+            if why:
+                fails.append(why)
+            launches = dev.launches[n0:]
+            if len(launches) != 1:
+                fails.append(f"{len(launches)} launches reached the virtual device, expected 1")
+            if fails:
+                data[f"{rung}/{dtype}"] = {"failed": fails}
+                rows.append((rung, dtype, "FAILED: " + "; ".join(fails[:2])))
+                continue
+            rec = launches[0]
+            blocks = rec.grid[0] * rec.grid[1] * rec.grid[2]
+            threads = rec.block[0] * rec.block[1] * rec.block[2]
+            waves = blocks * -(-threads // 64)
+            assert waves <= VGPU_MAX_BATCH_WAVES  # one batch, whole tiles: every wave runs every step
+            per_wave = rec.instructions
+            total = per_wave * waves
+            moved = traffic_bytes(VGPU_NUMEL, dtype)
+            d = {"numel": VGPU_NUMEL, "kernel": rec.kernel, "grid": list(rec.grid), "block": list(rec.block),
+                 "vec": vec, "waves": waves, "instructions_per_wave": per_wave, "wave_instructions": total,
+                 "bytes_moved": moved, "wave_instructions_per_kib": 1024 * total / moved,
+                 "bytes_per_wave_instruction": moved / total, "bit_exact_and_guards_ok": True}
+            data[f"{rung}/{dtype}"] = d
+            rows.append((rung, dtype, d))
+    head = ("rung", "dtype", "vec", "grid x block", "waves", "instr/wave", "wave-instr", "bytes moved",
+            "wave-instr per KiB", "bytes per wave-instr", "checks")
+    lines = [head]
+    for rung, dtype, d in rows:
+        if isinstance(d, str):
+            lines.append((rung, dtype) + ("",) * 8 + (d,))
+            continue
+        lines.append((rung, dtype, str(d["vec"]), f"{d['grid'][0]} x {d['block'][0]}", str(d["waves"]),
+                      str(d["instructions_per_wave"]), str(d["wave_instructions"]), str(d["bytes_moved"]),
+                      f"{d['wave_instructions_per_kib']:.2f}", f"{d['bytes_per_wave_instruction']:.0f}",
+                      "bit-exact, guards ok"))
+    widths = [max(len(l[c]) for l in lines) for c in range(len(head))]
+    text = [f"one launch per row, numel {VGPU_NUMEL}; an emulator step issues one instruction to every wave of "
+            "the batch (here one batch, whole tiles: steps = instructions per wave); wave-instr = instr/wave x waves"]
+    text += ["  ".join(c.ljust(w) for c, w in zip(l, widths)).rstrip() for l in lines]
+    text.insert(2, "  ".join("-" * w for w in widths))
+    return Section(title, True, "\n".join(text), data)
 
 
-def section_host():
-    """Host time per relu(x, out=y) through FlyDSL's launch path with a no-op HIP library."""
-    title = "host time per call: relu(x, out=y) via FlyDSL + no-op HIP vs torch.relu eager (CPU)"
+def parse_host_overhead(stdout):
+    """{path: median us} from host_overhead.py's table."""
+    med = {}
+    for line in stdout.splitlines():
+        for name in ("relu_flydsl", "CompiledFunction", "torch.relu"):
+            rest = line[len(name):]
+            if line.startswith(name) and rest[:1] == " " and not rest.lstrip().startswith("2-D"):
+                try:
+                    med[name] = float(rest.split()[0])
+                except (ValueError, IndexError):
+                    pass
+    return med
+
+
+def section_host(timeout=600):
+    """benchmarks/host_overhead.py in its own process (it loads the no-op libamdhip64):
+    host time per relu(x, out=y) through FlyDSL's launch path vs torch.relu eager on CPU."""
+    title = "host time per call: relu(x, out=y) via FlyDSL + no-op HIP vs torch.relu eager (CPU, 1 element)"
+    script = HERE / "host_overhead.py"
+    if not script.exists():
+        return Section(title, False, "", reason="benchmarks/host_overhead.py is not in this checkout")
+    cmd = [sys.executable, str(script), "--dtype", "bfloat16"]
     try:
-        sys.path.insert(0, str(HERE))
-        import host_overhead
-    except ImportError as e:
-        return Section(title, False, "", reason=(
-            f"benchmarks/host_overhead.py is not in this checkout ({e}); it is being built. "
-            "No host times are shown rather than invented ones."))
-    return host_overhead.ladder_section(title)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        return Section(title, False, "", reason=f"{script.name} timed out after {timeout} s")
+    med = parse_host_overhead(p.stdout)
+    if "relu_flydsl" not in med or "torch.relu" not in med:
+        tail = (p.stderr or p.stdout).strip().splitlines()[-3:]
+        return Section(title, False, "", reason=f"{script.name} exited {p.returncode}: " + " | ".join(tail))
+    ratio = med["relu_flydsl"] / med["torch.relu"]
+    text = p.stdout.rstrip() + (f"\nrelu_flydsl / torch.relu (host time per call) = {ratio:.2f}"
+                                f"  [{' '.join(Path(c).name if i < 2 else c for i, c in enumerate(cmd))}]")
+    return Section(title, True, text, {"median_us": med, "relu_flydsl_over_torch_relu": ratio,
+                                       "exit_status": p.returncode, "command": cmd[1:]})
 
 
-SECTIONS = {"vgpu": section_vgpu, "host": section_host}
+SECTIONS = {"vgpu": section_vgpu}
 
 
 def nogpu_main(args, why):
@@ -569,7 +667,7 @@ def nogpu_main(args, why):
     sections = []
     for k, (label, fn) in enumerate((("isa", section_isa),
                                      ("vgpu", lambda: _subprocess_section("vgpu", "virtual gfx950", 900)),
-                                     ("host", lambda: _subprocess_section("host", "host time", 600))), 1):
+                                     ("host", section_host)), 1):
         t = time.perf_counter()
         try:
             s = fn()

@@ -284,6 +284,7 @@ def test_no_gpu_mode_says_bandwidth_was_not_measured(tmp_path, monkeypatch, caps
     monkeypatch.setattr(ladder, "section_isa", lambda: fake)
     monkeypatch.setattr(ladder, "_subprocess_section",
                         lambda name, title, timeout: ladder.Section(title, False, "", reason=f"{name} missing"))
+    monkeypatch.setattr(ladder, "section_host", lambda: ladder.Section("host", False, "", reason="host missing"))
     args = ladder.main.__globals__["argparse"].Namespace(out=str(tmp_path))
     assert ladder.nogpu_main(args, "no device") == 0
     text = capsys.readouterr().out
@@ -301,3 +302,46 @@ def test_gpu_mode_is_refused_without_a_gfx950():
         pytest.skip("a gfx950 is present: the refusal cannot be exercised here")
     with pytest.raises(SystemExit):
         ladder.main(["--mode", "gpu"])
+
+
+def test_parse_host_overhead():
+    text = """host time per call, bfloat16, 1 element, rung v5, median of 9 rounds x 20000 calls
+path                    median us    min us    max us  x CompiledFunction
+relu_flydsl                  9.05      6.68     14.15                2.08
+relu_flydsl 2-D             17.01     11.31     27.65                3.90
+CompiledFunction             4.36      3.41     10.71                1.00
+@flyc.jit launcher       30177.86  18133.71  58414.92             6918.21
+torch.relu                   1.92      1.47      4.75                0.44
+relu_flydsl / CompiledFunction = 2.08 (limit 1.5): FAIL"""
+    assert ladder.parse_host_overhead(text) == {"relu_flydsl": 9.05, "CompiledFunction": 4.36, "torch.relu": 1.92}
+
+
+def _vgpu_missing():
+    import shutil
+
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        return "no C compiler to build the stand-in libamdhip64"
+    if not Path("/usr/lib/llvm-22/bin/llvm-objdump").exists():
+        return "llvm-objdump from LLVM 22 is not installed (apt-get install llvm-22)"
+    return None
+
+
+@pytest.mark.vgpu
+def test_no_gpu_vgpu_section_counts_instructions():
+    """The no-GPU report's virtual-device section, in its own process as ladder.py runs it:
+    every rung bit-exact with guards intact, and v1 spends far more instructions per byte."""
+    why = _vgpu_missing()
+    if why:
+        pytest.skip(f"virtual gfx950 unavailable: {why}")
+    s = ladder._subprocess_section("vgpu", "virtual gfx950", 600)
+    assert s.available, s.reason
+    d = s.data
+    assert all("failed" not in d[f"{r}/{t}"] for r in ladder.RUNGS for t in ("bfloat16", "float16", "float32"))
+    for t in ("bfloat16", "float16", "float32"):
+        per_kib = {r: d[f"{r}/{t}"]["wave_instructions_per_kib"] for r in ladder.RUNGS}
+        assert per_kib["v1"] > 2.5 * per_kib["v2"]
+        assert per_kib["v4"] <= per_kib["v2"]
+        for r in ladder.RUNGS:
+            e = d[f"{r}/{t}"]
+            assert e["wave_instructions"] == e["instructions_per_wave"] * e["waves"]
+            assert e["bytes_moved"] == 2 * e["numel"] * ladder.ELEMENT_BYTES[t]
