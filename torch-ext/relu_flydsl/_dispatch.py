@@ -9,16 +9,16 @@
 Nothing here imports flydsl until the FlyDSL path is first taken.
 """
 
+import itertools
 import os
 import threading
 import warnings
-from collections import Counter
 from typing import NamedTuple, Optional
 
 import torch
 
 from .flash_relu_rocm import cache, plan
-from .flash_relu_rocm.registry import DEFAULT_RUNG, DTYPES, RUNGS, get_rung
+from .flash_relu_rocm.registry import DEFAULT_RUNG, DTYPES, ELEMENT_BYTES, RUNGS, get_rung
 
 SUPPORTED_ARCH = "gfx950"
 FLYDSL_REQUIREMENT = "flydsl==0.5.0"
@@ -32,8 +32,17 @@ class DeviceInfo(NamedTuple):
 
 
 class Settings:
+    """FlyDSL-path settings. Any change (refresh() or direct assignment)
+    clears the launch entries relu()'s hot path uses, so it needs no checks."""
+
     def __init__(self):
         self.refresh()
+
+    def __setattr__(self, name, value):
+        object.__setattr__(self, name, value)
+        for cache_ in (globals().get("_fast"), globals().get("_entries")):
+            if cache_:
+                cache_.clear()
 
     def refresh(self):
         """Re-read the environment (done once at import; call after changing it)."""
@@ -44,7 +53,13 @@ class Settings:
 
 settings = Settings()
 
+# torch dtype -> (registry name, element bytes) for the dtypes the kernels serve
+DTYPE_INFO = {getattr(torch, name): (name, ELEMENT_BYTES[name]) for name in DTYPES}
+_DTYPE_NAMES = {dt: info[0] for dt, info in DTYPE_INFO.items()}
+_TORCH_DTYPES = {name: dt for dt, name in _DTYPE_NAMES.items()}
+
 _arch_by_index = {}
+_HIP = torch.version.hip
 
 
 def _current_stream(index: int) -> int:
@@ -55,9 +70,9 @@ def _current_stream(index: int) -> int:
 def device_info(x: torch.Tensor) -> Optional[DeviceInfo]:
     """The ROCm device `x` lives on, or None. The only function the virtual
     device tests substitute (to present CPU tensors as gfx950 memory)."""
-    if x.device.type != "cuda" or torch.version.hip is None:
+    if not x.is_cuda or _HIP is None:
         return None
-    index = x.device.index if x.device.index is not None else torch.cuda.current_device()
+    index = x.get_device()
     arch = _arch_by_index.get(index)
     if arch is None:
         arch = torch.cuda.get_device_properties(index).gcnArchName.split(":")[0]
@@ -66,26 +81,42 @@ def device_info(x: torch.Tensor) -> Optional[DeviceInfo]:
 
 
 # ---- observable dispatch -------------------------------------------------
-_stats = Counter()
-_stats_lock = threading.Lock()
+# One itertools.count per path: next() is a single C call, atomic under the
+# GIL, so counting costs ~50 ns and needs no lock on the per-call path.
+_counters = {}
+_counters_lock = threading.Lock()
 _warned = set()
 
 
+def _counter(key):
+    c = _counters.get(key)
+    if c is None:
+        with _counters_lock:
+            c = _counters.setdefault(key, itertools.count())
+    return c
+
+
 def _record(key):
-    with _stats_lock:
-        _stats[key] += 1
+    next(_counter(key))
+
+
+def _count_value(c) -> int:
+    return int(repr(c)[6:-1])  # "count(5)": reading never advances it
 
 
 def dispatch_stats() -> dict:
     """Calls per path since start (or the last reset):
     {"flydsl/v5/bfloat16": n, "fallback/not a ROCm device": m, ...}."""
-    with _stats_lock:
-        return {"/".join(k): v for k, v in sorted(_stats.items())}
+    with _counters_lock:
+        items = sorted(_counters.items())
+    return {"/".join(k): n for k, c in items if (n := _count_value(c))}
 
 
 def reset_dispatch_stats():
-    with _stats_lock:
-        _stats.clear()
+    with _counters_lock:
+        _counters.clear()
+        _fast.clear()  # cached entries hold their counters
+        _entries.clear()
 
 
 def _warn_once(key, message):
@@ -102,88 +133,125 @@ def fallback_reason(x: torch.Tensor, out: torch.Tensor, info: Optional[DeviceInf
         return "not a ROCm device"
     if info.arch != SUPPORTED_ARCH:
         return f"arch {info.arch} (kernels are built for {SUPPORTED_ARCH})"
-    dtype = str(x.dtype).removeprefix("torch.")
-    if dtype not in DTYPES:
-        return f"dtype {dtype}"
+    dtype = _DTYPE_NAMES.get(x.dtype)
+    if dtype is None:
+        return f"dtype {str(x.dtype).removeprefix('torch.')}"
     if not (x.is_contiguous() and out.is_contiguous()):
         return "non-contiguous"
     return None
 
 
 # ---- the FlyDSL path -----------------------------------------------------
-class _Prepared(NamedTuple):
-    plan: plan.Plan
-    kernel: object  # CompiledFunction
+class _Entry:
+    """Everything one (rung, dtype, numel, alignment) call needs, computed once:
+    the plan, its compiled kernel and the path's stats counter."""
+
+    __slots__ = ("plan", "kernel", "grid", "single", "esize", "count")
+
+    def __init__(self, p: plan.Plan, kernel, count):
+        self.plan = p
+        self.kernel = kernel  # CompiledFunction: kernel(x1d, y1d, grid, stream)
+        self.single = len(p.launches) == 1
+        self.grid = p.launches[0].grid if self.single else None
+        self.esize = ELEMENT_BYTES[p.dtype]
+        self.count = count
 
 
-_prepared = {}
-_broken = {}  # (rung, dtype, vec) -> why it cannot be compiled here
+# Launch entries, keyed (rung as asked (None = default), torch dtype, numel,
+# x_addr & 15, y_addr & 15): plans depend on the size and on each pointer's
+# alignment within 16 bytes, nothing else. `_fast` holds the single-launch
+# entries relu()'s hot path may use directly: only entries created while the
+# FlyDSL path is enabled; any settings change clears it.
+_entries = {}
+_fast = {}
+_ENTRIES_MAX = 4096  # bound memory for processes that see endless sizes
+_broken = {}  # (rung, dtype) -> why it cannot be compiled here
 
 
-def _prepare(rung_name: str, dtype: str, numel: int, x_addr: int, y_addr: int) -> _Prepared:
-    # Plans depend on the size and on each pointer's alignment within 16 bytes.
-    key = (rung_name, dtype, numel, x_addr & 15, y_addr & 15)
-    prepared = _prepared.get(key)
-    if prepared is None:
-        rung = get_rung(rung_name)
-        p = plan.plan(rung, dtype, numel, x_addr, y_addr)
-        prepared = _Prepared(p, cache_compiled(rung, dtype, p.vec))
-        if len(_prepared) > 4096:  # bound memory for processes that see endless sizes
-            _prepared.clear()
-        _prepared[key] = prepared
-    return prepared
+def _entry(rung, rung_name: str, dtype: str, numel: int, x_addr: int, y_addr: int) -> _Entry:
+    key = (rung, _TORCH_DTYPES[dtype], numel, x_addr & 15, y_addr & 15)
+    entry = _entries.get(key)
+    if entry is None:
+        r = get_rung(rung_name)
+        p = plan.plan(r, dtype, numel, x_addr, y_addr)
+        entry = _Entry(p, cache_compiled(r, dtype, p.vec), _counter(("flydsl", rung_name, dtype)))
+        if len(_entries) >= _ENTRIES_MAX:
+            _entries.clear()
+            _fast.clear()
+        _entries[key] = entry
+        if entry.single:
+            _fast[key] = entry
+    return entry
+
+
+_flydsl_missing = False  # None once flydsl imported; a reason string when it is absent
 
 
 def _flydsl_unavailable() -> Optional[str]:
-    try:
-        import flydsl  # noqa: F401
-    except ImportError:
-        return f"flydsl is not installed (pip install {FLYDSL_REQUIREMENT})"
-    return None
+    global _flydsl_missing
+    if _flydsl_missing is False:
+        try:
+            import flydsl  # noqa: F401
+        except ImportError:
+            return f"flydsl is not installed (pip install {FLYDSL_REQUIREMENT})"  # retried next call
+        _flydsl_missing = None
+    return _flydsl_missing
 
 
-_runtime_take_error = None
-
-
-def _launch_error() -> int:
+def _take_error_first() -> int:
     """FlyDSL's launcher prints a failed hipModuleLaunchKernel and returns
-    normally; the HIP error code waits in its runtime. Take it."""
-    global _runtime_take_error
-    if _runtime_take_error is None:
-        import ctypes
-        from pathlib import Path
+    normally; the HIP error code waits in its runtime (flydslRuntimeTakeError).
+    First call: bind the C function, then replace this stub with it."""
+    global _take_error
+    import ctypes
+    from pathlib import Path
 
-        import flydsl
+    import flydsl
 
-        lib = Path(flydsl.__file__).parent / "_mlir" / "_mlir_libs" / "libfly_jit_runtime.so"
-        fn = ctypes.CDLL(str(lib)).flydslRuntimeTakeError
-        fn.restype = ctypes.c_int
-        fn.argtypes = []
-        _runtime_take_error = fn
-    return _runtime_take_error()
+    lib = Path(flydsl.__file__).parent / "_mlir" / "_mlir_libs" / "libfly_jit_runtime.so"
+    fn = ctypes.CDLL(str(lib)).flydslRuntimeTakeError
+    fn.restype = ctypes.c_int
+    fn.argtypes = []
+    _take_error = fn
+    return fn()
 
 
-def _run_flydsl(x, out, rung_name, dtype, stream):
-    xf, yf = x.view(-1), out.view(-1)
-    numel = xf.numel()
-    prepared = _prepare(rung_name, dtype, numel, xf.data_ptr(), yf.data_ptr())
-    launches = prepared.plan.launches
-    kernel = prepared.kernel
-    if len(launches) == 1:
-        kernel(xf, yf, launches[0].grid, stream)
+_take_error = _take_error_first  # called after EVERY launch, right after it
+
+
+def _launch_failed(error, rung_name, dtype, numel):
+    raise RuntimeError(
+        f"relu_flydsl: kernel launch failed with HIP error {error} "
+        f"(rung {rung_name}, {dtype}, numel {numel}); the output is not valid"
+    )
+
+
+def _flat(t):
+    return t if t.ndim == 1 else t.view(-1)
+
+
+def _launch(entry: _Entry, x, out, stream):
+    kernel = entry.kernel
+    xf, yf = _flat(x), _flat(out)
+    if entry.single:
+        kernel(xf, yf, entry.grid, stream)
+        error = _take_error()
     else:
-        for launch in launches:
+        error = 0
+        for launch in entry.plan.launches:
             kernel(xf[launch.start : launch.stop], yf[launch.start : launch.stop], launch.grid, stream)
-    error = _launch_error()
+            error = error or _take_error()
     if error:
-        raise RuntimeError(
-            f"relu_flydsl: kernel launch failed with HIP error {error} "
-            f"(rung {rung_name}, {dtype}, numel {numel}); the output is not valid"
-        )
+        _launch_failed(error, entry.plan.rung, entry.plan.dtype, x.numel())
+    next(entry.count)
 
 
-def run(x: torch.Tensor, out: torch.Tensor, rung: Optional[str]) -> torch.Tensor:
-    info = device_info(x)
+_NO_INFO = object()  # "device_info not asked yet" (None means: not a ROCm device)
+
+
+def run(x: torch.Tensor, out: torch.Tensor, rung: Optional[str], info=_NO_INFO) -> torch.Tensor:
+    if info is _NO_INFO:
+        info = device_info(x)
     reason = fallback_reason(x, out, info)
     if reason is None and x.numel() == 0:
         reason = "empty tensor"
@@ -193,16 +261,17 @@ def run(x: torch.Tensor, out: torch.Tensor, rung: Optional[str]) -> torch.Tensor
             _warn_once("import", reason)
     if reason is None:
         rung_name = rung or settings.default_rung
-        dtype = str(x.dtype).removeprefix("torch.")
+        dtype = _DTYPE_NAMES[x.dtype]
         why = _broken.get((rung_name, dtype))
         if why is None:
             try:
-                _run_flydsl(x, out, rung_name, dtype, info.stream)
-                _record(("flydsl", rung_name, dtype))
-                return out
+                entry = _entry(rung, rung_name, dtype, x.numel(), x.data_ptr(), out.data_ptr())
             except _CompileError as e:
                 why = _broken[(rung_name, dtype)] = f"cannot compile {rung_name}/{dtype} here: {e}"
                 _warn_once(("compile", rung_name, dtype), why)
+            else:
+                _launch(entry, x, out, info.stream)
+                return out
         reason = why
     torch.clamp_min(x, 0, out=out)  # torch.relu is clamp_min(x, 0): same kernel, same bits
     _record(("fallback", reason))
