@@ -136,6 +136,7 @@ def test_variant_loads_with_kernels_and_runs(built):
     import kernels
 
     k = kernels.get_local_kernel(built / "build" / "torch-rocm")
+    k.reset_dispatch_stats()
     x = torch.tensor([-2.0, -0.0, float("inf"), 1.5])
     y = k.relu(x)
     assert torch.equal(y, torch.relu(x)) and torch.equal(torch.signbit(y), torch.signbit(torch.relu(x)))

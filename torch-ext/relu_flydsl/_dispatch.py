@@ -291,7 +291,8 @@ def _compile_guard(compiled):
         try:
             return compiled(rung, dtype, vec)
         except Exception as e:  # noqa: BLE001 - re-raised as a typed, reported error
-            raise _CompileError(f"{type(e).__name__}: {e}") from e
+            first_line = (str(e).strip().splitlines() or [""])[0]  # the stats key stays one line
+            raise _CompileError(f"{type(e).__name__}: {first_line}") from e
 
     return wrapped
 
