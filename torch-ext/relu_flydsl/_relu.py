@@ -39,15 +39,29 @@ def _check(x, out, rung) -> None:
         raise ValueError(f"relu(): out has shape {tuple(out.shape)} but x has shape {tuple(x.shape)}")
     if not torch.compiler.is_compiling():  # pointers are not traceable: the op checks at run time
         _check_overlap(x, out)
-    if not out.is_contiguous() and out.stride() != x.stride():
+    if not _is_dense(out):
         raise ValueError(
-            f"relu(): out must be contiguous or have x's strides; got strides {out.stride()} for x's {x.stride()}"
+            f"relu(): out must be dense (no gaps, no overlapping elements; e.g. torch.empty_like(x)); "
+            f"got strides {out.stride()} for shape {tuple(out.shape)}"
         )
     if torch.is_grad_enabled() and (x.requires_grad or out.requires_grad):
         raise RuntimeError(
             "relu(): out= does not support automatic differentiation; call relu(x) without out= "
             "or run under torch.no_grad()"
         )
+
+
+def _is_dense(t) -> bool:
+    """Non-overlapping and dense, in any dimension order (what
+    torch.empty_like returns): its elements fill exactly numel slots."""
+    if t.is_contiguous():
+        return True
+    expected = 1
+    for size, stride in sorted(((sz, st) for sz, st in zip(t.shape, t.stride()) if sz != 1), key=lambda p: p[1]):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 def _check_overlap(x, out) -> None:
