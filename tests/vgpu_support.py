@@ -4,21 +4,11 @@ every launch must pass (values, guards, reads/writes inside the allocations)."""
 import numpy as np
 import torch
 
-UINT = {torch.float32: np.uint32, torch.float16: np.uint16, torch.bfloat16: np.uint16}
+from reference import SPECIAL, UINT
+from reference import relu_bits_u as relu_bits  # the bit rule on unsigned patterns
+
 SINT = {torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16}
 SENTINEL = 0xA5
-
-# NaNs with payloads (quiet and signalling, both signs), +-inf, +-0, denormals,
-# largest and smallest finite (normal and subnormal), ordinary numbers.
-SPECIAL = {
-    torch.float32: [0x7FC00000, 0xFFC00000, 0x7F800001, 0xFF800001, 0x7FC12345, 0x7FA00001, 0xFFBFFFFF,
-                    0x7F800000, 0xFF800000, 0x00000000, 0x80000000, 0x00000001, 0x80000001, 0x007FFFFF,
-                    0x807FFFFF, 0x7F7FFFFF, 0xFF7FFFFF, 0x00800000, 0x80800000, 0x3F800000, 0xBF800000],
-    torch.float16: [0x7E00, 0xFE00, 0x7C01, 0xFC01, 0x7E55, 0x7D00, 0xFDFF, 0x7C00, 0xFC00, 0x0000, 0x8000,
-                    0x0001, 0x8001, 0x03FF, 0x83FF, 0x7BFF, 0xFBFF, 0x0400, 0x8400, 0x3C00, 0xBC00],
-    torch.bfloat16: [0x7FC0, 0xFFC0, 0x7F81, 0xFF81, 0x7FC5, 0x7FA1, 0xFFBF, 0x7F80, 0xFF80, 0x0000, 0x8000,
-                     0x0001, 0x8001, 0x007F, 0x807F, 0x7F7F, 0xFF7F, 0x0080, 0x8080, 0x3F80, 0xBF80],
-}
 
 
 def make_bits(kind, n, dtype, seed):
@@ -41,19 +31,6 @@ def make_bits(kind, n, dtype, seed):
         rand[raw] = rng.integers(0, np.iinfo(ut).max, int(raw.sum()), dtype=ut, endpoint=True)
         return rand
     raise ValueError(kind)
-
-
-def relu_bits(u, dtype):
-    """The bit rule y = +0.0 if x < 0 else x on unsigned bit patterns."""
-    u = np.asarray(u)
-    width = 32 if dtype == torch.float32 else 16
-    mant = {torch.float32: 23, torch.float16: 10, torch.bfloat16: 7}[dtype]
-    sign = (u >> (width - 1)) & 1
-    mag = u & ((1 << (width - 1)) - 1)
-    exp_all_ones = (mag >> mant) == (1 << (width - 1 - mant)) - 1
-    is_nan = exp_all_ones & ((mag & ((1 << mant) - 1)) != 0)
-    negative = (sign == 1) & (mag != 0) & ~is_nan
-    return np.where(negative, 0, u).astype(u.dtype)
 
 
 NP_SINT = {torch.float32: np.int32, torch.float16: np.int16, torch.bfloat16: np.int16}
