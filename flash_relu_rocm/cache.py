@@ -58,3 +58,67 @@ def clear():
     """Forget every compiled kernel (tests only)."""
     _compiled.clear()
     compile_counts.clear()
+
+
+# ---- direct launch ---------------------------------------------------------
+# A CompiledFunction call runs one Python "fill" per ABI slot, which reads the
+# tensor's data_ptr() and shape again (about 3 us a launch on these CPUs). The
+# dispatcher already holds those numbers, so after a kernel's first (public)
+# call it packs the six slots itself and calls FlyDSL's compiled host entry.
+# This reads FlyDSL 0.5.0 internals (`_call_state`, its slot spec and
+# `_func_exe`); the layout is verified first and, if it differs, the public
+# call is used. The virtual-device suite runs every launch through this path.
+_EXPECTED_SLOTS = ((0, 8), (0, 4), (1, 8), (1, 4), (2, 4), (3, 8))  # (argument, bytes): X ptr, X numel, Y ptr, Y numel, grid, stream
+
+
+class DirectLaunch:
+    """launch(x_addr, y_addr, numel, grid, stream): one kernel launch, with
+    per-thread argument storage (FlyDSL's own call state is per thread too)."""
+
+    def __init__(self, func_exe):
+        self._func_exe = func_exe
+        self._tls = threading.local()
+
+    def _bind(self):
+        import ctypes
+
+        xp, xn, yp, yn, grid, stream = slots = (ctypes.c_void_p(), ctypes.c_int32(), ctypes.c_void_p(),
+                                               ctypes.c_int32(), ctypes.c_int32(), ctypes.c_void_p())
+        packed = (ctypes.c_void_p * len(slots))(*map(ctypes.addressof, slots))
+        func_exe = self._func_exe
+
+        def launch(x_addr, y_addr, numel, g, s):
+            xp.value = x_addr
+            xn.value = numel
+            yp.value = y_addr
+            yn.value = numel
+            grid.value = g
+            stream.value = s
+            func_exe(packed)
+
+        launch.keepalive = (slots, packed)
+        self._tls.launch = launch
+        return launch
+
+    def __call__(self, x_addr, y_addr, numel, grid, stream):
+        launch = getattr(self._tls, "launch", None) or self._bind()
+        launch(x_addr, y_addr, numel, grid, stream)
+
+
+def direct_launch(fn):
+    """A DirectLaunch for this CompiledFunction once FlyDSL has set up its call
+    state (after the first public call), or None if its ABI is not the one
+    verified here."""
+    import ctypes
+
+    state = getattr(fn, "_call_state", None)
+    spec = getattr(state, "_spec", None)
+    if state is None or spec is None or getattr(state, "_predispatch", None) is not None or getattr(state, "_presets", None):
+        return None
+    try:
+        layout = tuple((arg, ctypes.sizeof(ctype)) for arg, ctype, _fill in spec)
+    except (TypeError, ValueError):
+        return None
+    if layout != _EXPECTED_SLOTS or not callable(getattr(state, "_func_exe", None)):
+        return None
+    return DirectLaunch(state._func_exe)

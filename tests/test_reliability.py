@@ -366,3 +366,51 @@ def test_env_gfx942_device(tmp_path):
     out = _run_env(tmp_path, {}, arch="gfx942", use_vgpu=False)
     assert "WARNINGS 0" in out
     assert "'fallback/arch gfx942 (kernels are built for gfx950)': 3" in out
+
+
+# ---- 7. the direct launch path (cache.DirectLaunch) -----------------------
+@pytest.mark.parametrize("rung", ["v1", "v3", "v5"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("limits", ["default", "split"])
+def test_direct_launches_are_exact(vgpu, monkeypatch, rung, dtype, limits):
+    """After a kernel's first public CompiledFunction call, launches pack
+    their arguments directly (and relu(x, out=) takes its hot path): the
+    second and third calls of a size run that path, single and split."""
+    relu_flydsl, dispatch, cache, plan = _pkg()
+    if limits == "split":
+        monkeypatch.setattr(plan, "LIMITS", plan.LaunchLimits(max_index=3000, max_buffer_bytes=6000))
+    dispatch.reset_dispatch_stats()
+    try:
+        n = 10007 if dtype == torch.float32 else 10240
+        _checked_call(vgpu, rung, dtype, n, seed=11)
+        entries = [e for e in dispatch._entries.values() if e.plan.rung == rung and e.plan.launches[-1].stop == n]
+        assert len(entries) == 1 and isinstance(entries[0].direct, cache.DirectLaunch)
+        for seed in (12, 13):
+            launched = _checked_call(vgpu, rung, dtype, n, seed=seed)
+            assert len(launched) == len(entries[0].plan.launches)
+    finally:
+        dispatch.reset_dispatch_stats()
+    if limits == "split":
+        assert len(entries[0].plan.launches) > 1
+
+
+def test_direct_launch_refuses_an_unknown_abi():
+    from relu_flydsl.flash_relu_rocm import cache
+    import ctypes
+
+    class State:
+        _predispatch = None
+        _presets = {}
+        _func_exe = staticmethod(lambda packed: 0)
+        _spec = ((0, ctypes.c_void_p, None), (0, ctypes.c_byte * 4, None), (1, ctypes.c_void_p, None),
+                 (1, ctypes.c_byte * 4, None), (2, ctypes.c_int, None), (3, ctypes.c_void_p, None))
+
+    class Fn:
+        _call_state = State()
+
+    assert isinstance(cache.direct_launch(Fn()), cache.DirectLaunch)
+    State._spec = State._spec[:-1]  # e.g. no stream slot: not the verified layout
+    assert cache.direct_launch(Fn()) is None
+    State._spec = ((0, ctypes.c_void_p, None), (0, ctypes.c_byte * 8, None)) + State._spec[2:] + ((3, ctypes.c_void_p, None),)
+    assert cache.direct_launch(Fn()) is None
+    assert cache.direct_launch(object()) is None

@@ -146,11 +146,14 @@ class _Entry:
     """Everything one (rung, dtype, numel, alignment) call needs, computed once:
     the plan, its compiled kernel and the path's stats counter."""
 
-    __slots__ = ("plan", "kernel", "grid", "single", "esize", "count")
+    __slots__ = ("plan", "kernel", "direct", "grid", "single", "esize", "count")
 
     def __init__(self, p: plan.Plan, kernel, count):
         self.plan = p
         self.kernel = kernel  # CompiledFunction: kernel(x1d, y1d, grid, stream)
+        # cache.DirectLaunch after the kernel's first public call; False where
+        # FlyDSL's call state is not the verified layout (then: kernel(...)).
+        self.direct = None
         self.single = len(p.launches) == 1
         self.grid = p.launches[0].grid if self.single else None
         self.esize = ELEMENT_BYTES[p.dtype]
@@ -231,16 +234,26 @@ def _flat(t):
 
 
 def _launch(entry: _Entry, x, out, stream):
-    kernel = entry.kernel
-    xf, yf = _flat(x), _flat(out)
-    if entry.single:
-        kernel(xf, yf, entry.grid, stream)
-        error = _take_error()
-    else:
+    direct = entry.direct
+    if direct:
+        xp, yp, esize = x.data_ptr(), out.data_ptr(), entry.esize
         error = 0
         for launch in entry.plan.launches:
-            kernel(xf[launch.start : launch.stop], yf[launch.start : launch.stop], launch.grid, stream)
+            offset = launch.start * esize
+            direct(xp + offset, yp + offset, launch.numel, launch.grid, stream)
+            error = error or _take_error()  # after every launch
+    else:
+        kernel = entry.kernel
+        xf, yf = _flat(x), _flat(out)
+        error = 0
+        for launch in entry.plan.launches:
+            if entry.single:
+                kernel(xf, yf, launch.grid, stream)
+            else:
+                kernel(xf[launch.start : launch.stop], yf[launch.start : launch.stop], launch.grid, stream)
             error = error or _take_error()
+        if direct is None:
+            entry.direct = cache.direct_launch(kernel) or False
     if error:
         _launch_failed(error, entry.plan.rung, entry.plan.dtype, x.numel())
     next(entry.count)

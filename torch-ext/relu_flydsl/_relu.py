@@ -148,14 +148,11 @@ def relu(x: torch.Tensor, out: Optional[torch.Tensor] = None, *, rung: Optional[
                 # Entries exist only for valid rungs, kernel dtypes, single
                 # launches, FlyDSL enabled (settings changes clear them).
                 entry = d._fast.get((rung, dt, numel, xp & 15, yp & 15))
-                if entry is not None:
+                if entry is not None and entry.direct:
                     nbytes = numel * entry.esize
                     if xp != yp and xp < yp + nbytes and yp < xp + nbytes:  # dense ranges overlap
                         raise ValueError(_OVERLAP)
-                    if x.ndim == 1:
-                        entry.kernel(x, out, entry.grid, dev.stream)
-                    else:
-                        entry.kernel(x.view(-1), out.view(-1), entry.grid, dev.stream)
+                    entry.direct(xp, yp, numel, entry.grid, dev.stream)  # any rank: the kernel sees 1-D
                     error = d._take_error()  # after every launch
                     if error:
                         d._launch_failed(error, entry.plan.rung, entry.plan.dtype, numel)
