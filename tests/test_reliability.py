@@ -414,3 +414,20 @@ def test_direct_launch_refuses_an_unknown_abi():
     State._spec = ((0, ctypes.c_void_p, None), (0, ctypes.c_byte * 8, None)) + State._spec[2:] + ((3, ctypes.c_void_p, None),)
     assert cache.direct_launch(Fn()) is None
     assert cache.direct_launch(object()) is None
+
+
+def test_warmup_compiles_ahead_of_the_first_call(vgpu):
+    relu_flydsl, dispatch, cache, _ = _pkg()
+    cache.clear()
+    dispatch.reset_dispatch_stats()
+    done = relu_flydsl.warmup(dtypes=(torch.bfloat16, "float32"))
+    assert done == [("v5", "bfloat16", 8), ("v5", "float32", 4)]
+    before = dict(cache.compile_counts)
+    assert len(before) == 2
+    _checked_call(vgpu, None, torch.bfloat16, 4096)   # dense: the warmed kernel, no compile
+    _checked_call(vgpu, None, torch.float32, 4096)
+    assert cache.compile_counts == before
+    _checked_call(vgpu, None, torch.bfloat16, 4097)   # odd size: vec 1, compiled now
+    assert len(cache.compile_counts) == 3
+    with pytest.raises(ValueError, match="unknown rung"):
+        relu_flydsl.warmup(rungs=("v9",))

@@ -291,7 +291,7 @@ def run(x: torch.Tensor, out: torch.Tensor, rung: Optional[str], info=_NO_INFO) 
     return out
 
 
-class _CompileError(Exception):
+class _CompileError(RuntimeError):
     pass
 
 
@@ -315,11 +315,15 @@ cache_compiled = _compile_guard(cache.compiled)
 
 def warmup(dtypes=DTYPES, rungs=None, vecs=None):
     """Compile kernels ahead of the first call (cold start ~0.1 s each).
-    vecs=None compiles each rung's widest vector, the one dense tensors use."""
+    dtypes: names ("bfloat16") or torch dtypes; rungs: default the serving
+    rung; vecs=None compiles each rung's widest vector, the one dense,
+    aligned tensors use. Raises RuntimeError if a kernel cannot compile here.
+    Returns the (rung, dtype, vec) compiled."""
     compiled = []
     for rung_name in rungs or (settings.default_rung,):
         rung = get_rung(rung_name)
         for dtype in dtypes:
+            dtype = _DTYPE_NAMES.get(dtype, dtype)
             for vec in vecs or (rung.max_vec(dtype),):
                 cache_compiled(rung, dtype, vec)
                 compiled.append((rung.name, dtype, vec))
