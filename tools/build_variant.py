@@ -93,7 +93,11 @@ def build(out: Path) -> dict:
     unique_id = source_id(variant)
     stamp_ops(variant, unique_id)
     metadata = write_metadata(variant, config, unique_id)
-    shutil.copytree(ROOT / "benchmarks", tmp / "benchmarks", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    # Only what `kernels benchmark` discovers (benchmarks/benchmark*.py): the ladder
+    # harness and host_overhead.py need this repository's tools/ and stay here.
+    (tmp / "benchmarks").mkdir()
+    for script in sorted((ROOT / "benchmarks").glob("benchmark*.py")):
+        shutil.copy2(script, tmp / "benchmarks" / script.name)
     (tmp / "README.md").write_text(render_card(config["general"]["version"]))
     # Replace the old build only once the new one is complete.
     shutil.rmtree(out, ignore_errors=True)
