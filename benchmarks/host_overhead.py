@@ -45,8 +45,9 @@ def per_call(fn, calls):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=9)
-    parser.add_argument("--calls", type=int, default=20000, help="calls per method per round")
+    parser.add_argument("--rounds", type=int, default=41,
+                        help="rounds; short rounds interleave the methods finely, so load drift hits all alike")
+    parser.add_argument("--calls", type=int, default=3000, help="calls per method per round")
     parser.add_argument("--jit-calls", type=int, default=5, help="calls of the @flyc.jit launcher per round")
     parser.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"))
     parser.add_argument("--rung", default=None, help="rung (default: the package default)")

@@ -5,6 +5,7 @@ per-call path is a dict lookup; `flyc.compile` runs once per key, under a
 per-key lock, so concurrent first calls compile each kernel exactly once.
 """
 
+import struct
 import threading
 
 from .registry import Rung
@@ -71,38 +72,33 @@ def clear():
 _EXPECTED_SLOTS = ((0, 8), (0, 4), (1, 8), (1, 4), (2, 4), (3, 8))  # (argument, bytes): X ptr, X numel, Y ptr, Y numel, grid, stream
 
 
-class DirectLaunch:
-    """launch(x_addr, y_addr, numel, grid, stream): one kernel launch, with
-    per-thread argument storage (FlyDSL's own call state is per thread too)."""
+# The six slots laid out in one 8-byte-aligned buffer, filled by one pack_into.
+_ARGS = struct.Struct("<Qi4xQiiQ")  # X ptr, X numel, (pad), Y ptr, Y numel, grid, stream
+_SLOT_OFFSETS = (0, 8, 16, 24, 28, 32)
+
+
+class DirectLaunch(threading.local):
+    """direct.launch(x_addr, y_addr, numel, grid, stream): one kernel launch.
+    A threading.local: each thread gets its own argument buffer (FlyDSL's own
+    call state is per thread too)."""
 
     def __init__(self, func_exe):
-        self._func_exe = func_exe
-        self._tls = threading.local()
-
-    def _bind(self):
         import ctypes
 
-        xp, xn, yp, yn, grid, stream = slots = (ctypes.c_void_p(), ctypes.c_int32(), ctypes.c_void_p(),
-                                               ctypes.c_int32(), ctypes.c_int32(), ctypes.c_void_p())
-        packed = (ctypes.c_void_p * len(slots))(*map(ctypes.addressof, slots))
-        func_exe = self._func_exe
+        buf = (ctypes.c_uint64 * ((_ARGS.size + 7) // 8))()
+        base = ctypes.addressof(buf)
+        packed = (ctypes.c_void_p * len(_SLOT_OFFSETS))(*(base + o for o in _SLOT_OFFSETS))
+        pack_into = _ARGS.pack_into
 
-        def launch(x_addr, y_addr, numel, g, s):
-            xp.value = x_addr
-            xn.value = numel
-            yp.value = y_addr
-            yn.value = numel
-            grid.value = g
-            stream.value = s
+        def launch(x_addr, y_addr, numel, grid, stream):
+            pack_into(buf, 0, x_addr, numel, y_addr, numel, grid, stream)
             func_exe(packed)
 
-        launch.keepalive = (slots, packed)
-        self._tls.launch = launch
-        return launch
+        self.launch = launch
+        self._keepalive = (buf, packed)
 
     def __call__(self, x_addr, y_addr, numel, grid, stream):
-        launch = getattr(self._tls, "launch", None) or self._bind()
-        launch(x_addr, y_addr, numel, grid, stream)
+        self.launch(x_addr, y_addr, numel, grid, stream)
 
 
 def direct_launch(fn):

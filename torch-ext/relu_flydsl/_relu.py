@@ -152,7 +152,7 @@ def relu(x: torch.Tensor, out: Optional[torch.Tensor] = None, *, rung: Optional[
                     nbytes = numel * entry.esize
                     if xp != yp and xp < yp + nbytes and yp < xp + nbytes:  # dense ranges overlap
                         raise ValueError(_OVERLAP)
-                    entry.direct(xp, yp, numel, entry.grid, dev.stream)  # any rank: the kernel sees 1-D
+                    entry.direct.launch(xp, yp, numel, entry.grid, dev.stream)  # any rank: the kernel sees 1-D
                     error = d._take_error()  # after every launch
                     if error:
                         d._launch_failed(error, entry.plan.rung, entry.plan.dtype, numel)
