@@ -1,7 +1,7 @@
 """Host time per call of relu(x, out=y) through the FlyDSL path, side by side
 with FlyDSL's own launch paths and torch.relu, on a CPU machine.
 
-    python benchmarks/host_overhead.py [--rounds 9] [--calls 20000] [--dtype float32]
+    python benchmarks/host_overhead.py [--rounds 41] [--calls 3000] [--dtype float32]
 
 The FlyDSL path runs for real up to the HIP library: FlyDSL's launcher calls
 a no-op libamdhip64.so.7 (tools/noop_hip/) that accepts every launch and runs
