@@ -5,8 +5,10 @@ per-call path is a dict lookup; `flyc.compile` runs once per key, under a
 per-key lock, so concurrent first calls compile each kernel exactly once.
 """
 
+import os
 import struct
 import threading
+import warnings
 
 from .registry import Rung
 
@@ -24,6 +26,44 @@ def _placeholder(dtype: str, vec: int):
     return torch.empty(vec, dtype=getattr(torch, dtype))
 
 
+_DISK_CACHE_ENV = "FLYDSL_RUNTIME_ENABLE_CACHE"
+_disk_cache_broken = None  # the OSError that made us compile in memory, once seen
+
+
+def _compile(rung: Rung, dtype: str, vec: int):
+    """flyc.compile of this rung's launcher. If FlyDSL's disk cache cannot be
+    used (unwritable or not a directory), compile again in memory, without the
+    disk cache, and say so once: relu keeps its kernels, each process just
+    compiles them itself."""
+    import flydsl.compiler as flyc
+
+    global _disk_cache_broken
+
+    def attempt():
+        return flyc.compile(rung.build(dtype, vec), _placeholder(dtype, vec), _placeholder(dtype, vec), 1, 0)
+
+    if _disk_cache_broken is None:
+        try:
+            return attempt()
+        except OSError as e:
+            _disk_cache_broken = e
+            warnings.warn(
+                f"relu_flydsl: FlyDSL's kernel cache is not usable ({type(e).__name__}: {e}); "
+                "compiling in memory without the disk cache (each process compiles its kernels again)",
+                RuntimeWarning,
+                4,
+            )
+    saved = os.environ.get(_DISK_CACHE_ENV)
+    os.environ[_DISK_CACHE_ENV] = "0"
+    try:
+        return attempt()
+    finally:
+        if saved is None:
+            os.environ.pop(_DISK_CACHE_ENV, None)
+        else:
+            os.environ[_DISK_CACHE_ENV] = saved
+
+
 def compiled(rung: Rung, dtype: str, vec: int):
     """The CompiledFunction for this rung/dtype/vec; compiles on first use.
     Call it as fn(x, y, grid, stream) with positional arguments only."""
@@ -36,11 +76,7 @@ def compiled(rung: Rung, dtype: str, vec: int):
     with lock:
         fn = _compiled.get(key)
         if fn is None:
-            import flydsl.compiler as flyc
-
-            launcher = rung.build(dtype, vec)
-            ph = _placeholder(dtype, vec)
-            fn = flyc.compile(launcher, ph, _placeholder(dtype, vec), 1, 0)
+            fn = _compile(rung, dtype, vec)
             compile_counts[key] = compile_counts.get(key, 0) + 1
             if fn is None:
                 raise RuntimeError(

@@ -345,11 +345,13 @@ def test_env_missing_ld_lld(tmp_path):
 
 
 def test_env_unwritable_cache_dir(tmp_path):
+    """The kernels still run: compiled in memory without FlyDSL's disk cache,
+    with one warning."""
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     out = _run_env(tmp_path, {"FLYDSL_RUNTIME_CACHE_DIR": str(blocker / "cache")})
-    assert "WARNINGS 1" in out and "cannot compile v5/bfloat16 here" in out
-    assert "fallback/cannot compile" in out
+    assert "WARNINGS 1" in out and "compiling in memory without the disk cache" in out
+    assert "'flydsl/v5/bfloat16': 3" in out
 
 
 def test_env_corrupted_cache_entry_is_recompiled(tmp_path):
@@ -432,3 +434,28 @@ def test_warmup_compiles_ahead_of_the_first_call(vgpu):
     assert len(cache.compile_counts) == 3
     with pytest.raises(ValueError, match="unknown rung"):
         relu_flydsl.warmup(rungs=("v9",))
+
+
+def test_kill_switch_and_forced_rung_act_at_run_time(vgpu, monkeypatch):
+    """An operator flips RELU_FLYDSL_DISABLE / RELU_FLYDSL_RUNG in a running
+    process (os.environ): the next call follows, hot path included."""
+    relu_flydsl, dispatch, _, _ = _pkg()
+    monkeypatch.delenv("RELU_FLYDSL_DISABLE", raising=False)
+    monkeypatch.delenv("RELU_FLYDSL_RUNG", raising=False)
+    dispatch.reset_dispatch_stats()
+    for _ in range(2):  # the second call takes relu()'s hot path
+        _checked_call(vgpu, None, torch.float32, 4096)
+    assert relu_flydsl.dispatch_stats() == {"flydsl/v5/float32": 2}
+    monkeypatch.setenv("RELU_FLYDSL_DISABLE", "1")
+    launches = len(vgpu.launches)
+    x = torch.tensor([-1.0, -0.0, 2.0])
+    y = relu_flydsl.relu(x, out=torch.empty(3))
+    assert torch.equal(y, torch.relu(x)) and len(vgpu.launches) == launches
+    assert relu_flydsl.dispatch_stats()["fallback/disabled by RELU_FLYDSL_DISABLE"] == 1
+    monkeypatch.setenv("RELU_FLYDSL_DISABLE", "0")
+    monkeypatch.setenv("RELU_FLYDSL_RUNG", "v2")
+    _checked_call(vgpu, None, torch.float32, 4096)
+    monkeypatch.delenv("RELU_FLYDSL_RUNG")
+    _checked_call(vgpu, None, torch.float32, 4096)
+    assert relu_flydsl.dispatch_stats() == {"flydsl/v5/float32": 3, "flydsl/v2/float32": 1,
+                                            "fallback/disabled by RELU_FLYDSL_DISABLE": 1}

@@ -31,9 +31,23 @@ class DeviceInfo(NamedTuple):
     stream: int  # raw HIP stream handle of torch's current stream on that device
 
 
+# The two variables are re-read whenever they change, so an operator can flip
+# the kill switch in a running process (os.environ). Comparing their raw values
+# costs two dict lookups per call: CPython's os.environ keeps them in `_data`.
+_ENV_DATA = getattr(os.environ, "_data", None)
+_ENV_KEYS = tuple(os.environ.encodekey(k) for k in (ENV_DISABLE, ENV_RUNG)) if _ENV_DATA is not None else ()
+
+
+def _env_raw():
+    if _ENV_DATA is not None:
+        return (_ENV_DATA.get(_ENV_KEYS[0]), _ENV_DATA.get(_ENV_KEYS[1]))
+    return (os.environ.get(ENV_DISABLE), os.environ.get(ENV_RUNG))
+
+
 class Settings:
-    """FlyDSL-path settings. Any change (refresh() or direct assignment)
-    clears the launch entries relu()'s hot path uses, so it needs no checks."""
+    """FlyDSL-path settings from the environment. Any change (a changed
+    variable, refresh() or direct assignment) clears the launch entries
+    relu()'s hot path uses, so the hot path needs no other check."""
 
     def __init__(self):
         self.refresh()
@@ -45,13 +59,22 @@ class Settings:
                 cache_.clear()
 
     def refresh(self):
-        """Re-read the environment (done once at import; call after changing it)."""
+        """Re-read the environment (automatic when the variables change)."""
+        self.env = _env_raw()
         self.disabled = os.environ.get(ENV_DISABLE, "").strip().lower() in ("1", "true", "yes", "on")
         forced = os.environ.get(ENV_RUNG, "").strip()
-        self.default_rung = get_rung(forced).name if forced else DEFAULT_RUNG
+        try:
+            self.default_rung = get_rung(forced).name if forced else DEFAULT_RUNG
+        except ValueError as e:
+            self.default_rung = DEFAULT_RUNG
+            _warn_once(("env", forced), f"ignoring {ENV_RUNG}={forced!r}: {e}", fallback=False)
 
+    def current(self):
+        """The settings, re-read first if the environment changed."""
+        if _env_raw() != self.env:
+            self.refresh()
+        return self
 
-settings = Settings()
 
 # torch dtype -> (registry name, element bytes) for the dtypes the kernels serve
 DTYPE_INFO = {getattr(torch, name): (name, ELEMENT_BYTES[name]) for name in DTYPES}
@@ -119,15 +142,19 @@ def reset_dispatch_stats():
         _entries.clear()
 
 
-def _warn_once(key, message):
+def _warn_once(key, message, fallback=True):
     if key not in _warned:
         _warned.add(key)
-        warnings.warn(f"relu_flydsl: {message}; using the torch fallback (results are identical)", RuntimeWarning, 3)
+        tail = "; using the torch fallback (results are identical)" if fallback else ""
+        warnings.warn(f"relu_flydsl: {message}{tail}", RuntimeWarning, 3)
+
+
+settings = Settings()
 
 
 def fallback_reason(x: torch.Tensor, out: torch.Tensor, info: Optional[DeviceInfo]) -> Optional[str]:
     """Why the FlyDSL path cannot serve this call, or None when it can."""
-    if settings.disabled:
+    if settings.current().disabled:
         return f"disabled by {ENV_DISABLE}"
     if info is None:
         return "not a ROCm device"
@@ -273,7 +300,7 @@ def run(x: torch.Tensor, out: torch.Tensor, rung: Optional[str], info=_NO_INFO) 
         if reason is not None:
             _warn_once("import", reason)
     if reason is None:
-        rung_name = rung or settings.default_rung
+        rung_name = rung or settings.default_rung  # current(): fallback_reason re-read it
         dtype = _DTYPE_NAMES[x.dtype]
         why = _broken.get((rung_name, dtype))
         if why is None:
@@ -320,7 +347,7 @@ def warmup(dtypes=DTYPES, rungs=None, vecs=None):
     aligned tensors use. Raises RuntimeError if a kernel cannot compile here.
     Returns the (rung, dtype, vec) compiled."""
     compiled = []
-    for rung_name in rungs or (settings.default_rung,):
+    for rung_name in rungs or (settings.current().default_rung,):
         rung = get_rung(rung_name)
         for dtype in dtypes:
             dtype = _DTYPE_NAMES.get(dtype, dtype)

@@ -106,6 +106,7 @@ def _(x, out, rung=None):
 
 
 _is_compiling = torch.compiler.is_compiling
+_env_raw = _dispatch._env_raw
 _Tensor = torch.Tensor
 _GFX950 = _dispatch.SUPPORTED_ARCH
 
@@ -140,6 +141,8 @@ def relu(x: torch.Tensor, out: Optional[torch.Tensor] = None, *, rung: Optional[
             and x.device == out.device
         ):
             d = _dispatch
+            if _env_raw() != d.settings.env:  # kill switch / forced rung changed: drops _fast
+                d.settings.refresh()
             dev = d.device_info(x)
             if dev is not None and dev.arch == _GFX950:
                 numel = x.numel()
