@@ -65,7 +65,8 @@ def vgpu(vgpu_device, monkeypatch):
     """A clean virtual device per test, with relu_flydsl seeing CPU tensors as
     gfx950 memory (only `_dispatch.device_info` is substituted). Set
     `vgpu.stream` to change the stream handle the dispatcher passes. At teardown
-    any error recorded on the device fails the test unless `vgpu.errors_expected`."""
+    any error recorded on the device, or a ladder launch whose grid is not exactly
+    ceil(numel / tile), fails the test unless `vgpu.errors_expected`."""
     import relu_flydsl._dispatch as dispatch
 
     dev = vgpu_device
@@ -81,5 +82,19 @@ def vgpu(vgpu_device, monkeypatch):
     try:
         if not dev.errors_expected:
             dev.check()
+            import vgpu_support
+
+            vgpu_support.assert_exact_grids(dev.launches)  # no over-launch hidden by a predicate
     finally:
         dev.reset()
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Lines the vgpu suites leave in vgpu_support.SUMMARY_LINES (the mutation
+    check's catch count): printed at the end of the run, also under -q."""
+    support = sys.modules.get("vgpu_support")
+    lines = getattr(support, "SUMMARY_LINES", None)
+    if lines:
+        terminalreporter.write_sep("-", "virtual gfx950")
+        for line in lines:
+            terminalreporter.write_line(line)

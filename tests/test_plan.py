@@ -94,6 +94,8 @@ def test_largest_single_launch():
     assert len(planner.plan(v5, "bfloat16", 2**31 + 8, 0, 0).launches) == 2
     assert len(planner.plan(v5, "float32", 2**30 - 4, 0, 0).launches) == 1
     assert len(planner.plan(v5, "float32", 2**30, 0, 0).launches) == 2
+    assert len(planner.plan(v5, "bfloat16", 2**31 - 1, 0, 0).launches) == 1  # README's numbers
+    assert len(planner.plan(v5, "float32", 2**30 - 1, 0, 0).launches) == 1
 
 
 @pytest.mark.parametrize("rung", RUNGS)

@@ -119,16 +119,31 @@ def test_hostile_out(vgpu, case):
     assert vgpu.launches == []
 
 
-@pytest.mark.parametrize("x_factory,exc", [
-    (lambda: [1.0, -1.0], TypeError),
-    (lambda: torch.tensor([True, False]), TypeError),
-    (lambda: torch.tensor([1 + 2j, -1 - 2j]), TypeError),
+@pytest.mark.parametrize("x_factory,exc,match", [
+    (lambda: [1.0, -1.0], TypeError, "x must be a torch.Tensor, got list"),
+    (lambda: torch.tensor([True, False]), TypeError, "dtype torch.bool is not supported"),
+    (lambda: torch.tensor([1 + 2j, -1 - 2j]), TypeError, "dtype torch.complex64 is not supported"),
 ])
-def test_hostile_x(vgpu, x_factory, exc):
+def test_hostile_x(vgpu, x_factory, exc, match):
     relu_flydsl = _pkg()[0]
-    with pytest.raises(exc):
-        relu_flydsl.relu(x_factory())
+    out, _ = _out(vgpu, n=2)
+    before = out.clone()
+    with pytest.raises(exc, match=match):
+        relu_flydsl.relu(x_factory(), out=out)
+    assert torch.equal(out, before)
     assert vgpu.launches == []
+
+
+def test_tensor_on_another_device_falls_back(vgpu, monkeypatch):
+    relu_flydsl, dispatch, _, _ = _pkg()
+    monkeypatch.setattr(dispatch, "device_info", lambda x: dispatch.DeviceInfo("gfx950", 0, current=False))
+    dispatch.reset_dispatch_stats()
+    x = torch.tensor([-1.0, -0.0, 2.0])
+    out = torch.empty(3)
+    for _ in range(2):  # the second call would take the hot path
+        relu_flydsl.relu(x, out=out)
+    assert torch.equal(out, torch.relu(x)) and vgpu.launches == []
+    assert relu_flydsl.dispatch_stats() == {"fallback/tensor not on the current device": 2}
 
 
 def test_requires_grad_with_out_writes_nothing(vgpu):

@@ -149,3 +149,26 @@ def test_cpu_calls_are_recorded_as_fallback():
     relu_flydsl.relu(torch.ones(3))
     relu_flydsl.relu(torch.ones(3), out=torch.empty(3))
     assert relu_flydsl.dispatch_stats() == {"fallback/not a ROCm device": 2}
+
+
+def test_in_place_on_a_strided_view():
+    base = values(64, torch.float32)
+    before = base.clone()
+    v = base[::2]
+    assert relu_flydsl.relu(v, out=v) is v
+    assert torch.equal(bits(base[::2]), bits(torch.relu(before[::2])))
+    assert torch.equal(bits(base[1::2]), bits(before[1::2])), "elements between the view's must not change"
+
+
+@pytest.mark.parametrize("bad,exc,match", [
+    (("int8",), ValueError, "unsupported dtype 'int8'"),
+    (torch.int32, ValueError, "unsupported dtype"),
+])
+def test_warmup_rejects_unknown_dtypes(bad, exc, match):
+    with pytest.raises(exc, match=match):
+        relu_flydsl.warmup(bad)
+
+
+def test_warmup_rejects_unknown_rungs():
+    with pytest.raises(ValueError, match="unknown rung"):
+        relu_flydsl.warmup("bfloat16", rungs="v9")

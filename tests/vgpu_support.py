@@ -1,6 +1,8 @@
 """Helpers for the virtual-device suites: inputs, the bit rule, and the checks
 every launch must pass (values, guards, reads/writes inside the allocations)."""
 
+import re
+
 import numpy as np
 import torch
 
@@ -73,3 +75,32 @@ def assert_bits(y, expect_u):
     assert bad.size == 0, (f"{bad.size} of {got.size} elements differ from the bit rule; first at "
                            f"{bad[:5].tolist()}: expected {[hex(v) for v in expect_u[bad[:5]]]} "
                            f"got {[hex(v) for v in got[bad[:5]]]}")
+
+
+# A ladder kernel's name ends in _x<vec>_b<block>[_u<unroll>] (flash_relu_rocm._common.kernel_name).
+_KERNEL_SHAPE = re.compile(r"_x(\d+)_b(\d+)(?:_u(\d+))?(?:_\d+)?$")
+
+
+def assert_exact_grids(launches):
+    """Every ladder launch ran on the exact grid ceil(numel / (block * vec * unroll)),
+    numel being the launch's own X numel argument, vec/block/unroll read from the
+    kernel's name. Nothing else sees an over-launch: the predicate (v1-v3) or the
+    descriptor (v4/v5) masks the excess blocks, so values and memory stay right
+    until an index overflows int32 (the ladder post's case 2)."""
+    bad = []
+    for r in launches:
+        m = _KERNEL_SHAPE.search(r.kernel)
+        if m is None or len(r.args) < 2:
+            continue
+        vec, block, unroll = int(m[1]), int(m[2]), int(m[3] or 1)
+        numel = r.args[1]
+        expect = -(-numel // (block * vec * unroll))
+        if tuple(r.grid) != (expect, 1, 1) or tuple(r.block) != (block, 1, 1):
+            bad.append(f"{r.kernel} numel {numel}: grid {tuple(r.grid)} block {tuple(r.block)}, "
+                       f"exact grid ({expect}, 1, 1) block ({block}, 1, 1)")
+    assert not bad, f"{len(bad)} launch(es) not on the exact grid; first: {bad[0]}"
+
+
+# Lines the terminal summary prints at the end of the run (tests/conftest.py), e.g.
+# the mutation check's catch count: shown even under -q.
+SUMMARY_LINES = []

@@ -24,11 +24,13 @@ SUPPORTED_ARCH = "gfx950"
 FLYDSL_REQUIREMENT = "flydsl==0.5.0"
 ENV_DISABLE = "RELU_FLYDSL_DISABLE"  # "1": every call takes the torch fallback (operator kill switch)
 ENV_RUNG = "RELU_FLYDSL_RUNG"        # "v1".."v5": rung used when the call names none
+_flydsl_missing = False  # None once flydsl imported; the reason string once it failed
 
 
 class DeviceInfo(NamedTuple):
-    arch: str    # e.g. "gfx950"
-    stream: int  # raw HIP stream handle of torch's current stream on that device
+    arch: str             # e.g. "gfx950"
+    stream: int           # raw HIP stream handle of torch's current stream on that device
+    current: bool = True  # the tensor is on the current HIP device (kernels launch there)
 
 
 # The two variables are re-read whenever they change, so an operator can flip
@@ -59,7 +61,11 @@ class Settings:
                 cache_.clear()
 
     def refresh(self):
-        """Re-read the environment (automatic when the variables change)."""
+        """Re-read the environment (automatic when the variables change) and
+        retry a failed flydsl import."""
+        global _flydsl_missing
+        if _flydsl_missing:
+            _flydsl_missing = False
         self.env = _env_raw()
         self.disabled = os.environ.get(ENV_DISABLE, "").strip().lower() in ("1", "true", "yes", "on")
         forced = os.environ.get(ENV_RUNG, "").strip()
@@ -100,7 +106,7 @@ def device_info(x: torch.Tensor) -> Optional[DeviceInfo]:
     if arch is None:
         arch = torch.cuda.get_device_properties(index).gcnArchName.split(":")[0]
         _arch_by_index[index] = arch
-    return DeviceInfo(arch, _current_stream(index))
+    return DeviceInfo(arch, _current_stream(index), index == torch.cuda.current_device())
 
 
 # ---- observable dispatch -------------------------------------------------
@@ -160,6 +166,10 @@ def fallback_reason(x: torch.Tensor, out: torch.Tensor, info: Optional[DeviceInf
         return "not a ROCm device"
     if info.arch != SUPPORTED_ARCH:
         return f"arch {info.arch} (kernels are built for {SUPPORTED_ARCH})"
+    if not info.current:
+        # FlyDSL loads and launches kernels on the current HIP device; untested
+        # across devices here, so another device's tensors take torch's kernel.
+        return "tensor not on the current device"
     dtype = _DTYPE_NAMES.get(x.dtype)
     if dtype is None:
         return f"dtype {str(x.dtype).removeprefix('torch.')}"
@@ -214,17 +224,18 @@ def _entry(rung, rung_name: str, dtype: str, numel: int, x_addr: int, y_addr: in
     return entry
 
 
-_flydsl_missing = False  # None once flydsl imported; a reason string when it is absent
-
-
 def _flydsl_unavailable() -> Optional[str]:
+    """Why flydsl cannot be imported, or None. A failed import is remembered
+    (a retry costs a file-system search per call); settings.refresh() or a
+    changed environment variable retries it."""
     global _flydsl_missing
     if _flydsl_missing is False:
         try:
             import flydsl  # noqa: F401
         except ImportError:
-            return f"flydsl is not installed (pip install {FLYDSL_REQUIREMENT})"  # retried next call
-        _flydsl_missing = None
+            _flydsl_missing = f"flydsl is not installed (pip install {FLYDSL_REQUIREMENT})"
+        else:
+            _flydsl_missing = None
     return _flydsl_missing
 
 
@@ -306,7 +317,7 @@ def run(x: torch.Tensor, out: torch.Tensor, rung: Optional[str], info=_NO_INFO) 
         if why is None:
             try:
                 entry = _entry(rung, rung_name, dtype, x.numel(), x.data_ptr(), out.data_ptr())
-            except _CompileError as e:
+            except KernelCompileError as e:
                 why = _broken[(rung_name, dtype)] = f"cannot compile {rung_name}/{dtype} here: {e}"
                 _warn_once(("compile", rung_name, dtype), why)
             else:
@@ -318,13 +329,13 @@ def run(x: torch.Tensor, out: torch.Tensor, rung: Optional[str], info=_NO_INFO) 
     return out
 
 
-class _CompileError(RuntimeError):
+class KernelCompileError(RuntimeError):
     pass
 
 
 def _compile_guard(compiled):
     """Turn compiler/toolchain failures (missing ld.lld, unwritable cache, a
-    corrupt cache entry) into _CompileError, which `run` reports once and
+    corrupt cache entry) into KernelCompileError, which `run` reports once and
     answers with the fallback. Launch failures are not caught: they raise."""
 
     def wrapped(rung, dtype, vec):
@@ -332,7 +343,7 @@ def _compile_guard(compiled):
             return compiled(rung, dtype, vec)
         except Exception as e:  # noqa: BLE001 - re-raised as a typed, reported error
             first_line = (str(e).strip().splitlines() or [""])[0]  # the stats key stays one line
-            raise _CompileError(f"{type(e).__name__}: {first_line}") from e
+            raise KernelCompileError(f"{type(e).__name__}: {first_line}") from e
 
     return wrapped
 
@@ -341,16 +352,26 @@ cache_compiled = _compile_guard(cache.compiled)
 
 
 def warmup(dtypes=DTYPES, rungs=None, vecs=None):
-    """Compile kernels ahead of the first call (cold start ~0.1 s each).
-    dtypes: names ("bfloat16") or torch dtypes; rungs: default the serving
-    rung; vecs=None compiles each rung's widest vector, the one dense,
-    aligned tensors use. Raises RuntimeError if a kernel cannot compile here.
-    Returns the (rung, dtype, vec) compiled."""
+    """Compile kernels ahead of the first call (see the README's cold start).
+    dtypes: one or several names ("bfloat16") or torch dtypes; rungs: default
+    the serving rung; vecs=None compiles each rung's widest vector, the one
+    dense, aligned tensors use. Raises ValueError for an unknown dtype or rung,
+    RuntimeError if a kernel cannot compile here. Returns the (rung, dtype,
+    vec) compiled."""
+    if isinstance(dtypes, (str, torch.dtype)):
+        dtypes = (dtypes,)
+    if isinstance(rungs, str):
+        rungs = (rungs,)
+    names = []
+    for dtype in dtypes:
+        name = _DTYPE_NAMES.get(dtype, dtype)
+        if name not in DTYPES:
+            raise ValueError(f"warmup(): unsupported dtype {dtype!r}; the kernels serve {', '.join(DTYPES)}")
+        names.append(name)
     compiled = []
     for rung_name in rungs or (settings.current().default_rung,):
         rung = get_rung(rung_name)
-        for dtype in dtypes:
-            dtype = _DTYPE_NAMES.get(dtype, dtype)
+        for dtype in names:
             for vec in vecs or (rung.max_vec(dtype),):
                 cache_compiled(rung, dtype, vec)
                 compiled.append((rung.name, dtype, vec))

@@ -37,9 +37,11 @@ def _check(x, out, rung) -> None:
         raise ValueError(f"relu(): out is on device {out.device} but x is on {x.device}")
     if out.shape != x.shape:
         raise ValueError(f"relu(): out has shape {tuple(out.shape)} but x has shape {tuple(x.shape)}")
-    if not torch.compiler.is_compiling():  # pointers are not traceable: the op checks at run time
+    compiling = torch.compiler.is_compiling()
+    if not compiling:  # pointers are not traceable: the op checks at run time
         _check_overlap(x, out)
-    if not _is_dense(out):
+    in_place = out is x or (not compiling and out.data_ptr() == x.data_ptr() and out.stride() == x.stride())
+    if not in_place and not _is_dense(out):  # out=x works for any layout, as torch.relu_ does
         raise ValueError(
             f"relu(): out must be dense (no gaps, no overlapping elements; e.g. torch.empty_like(x)); "
             f"got strides {out.stride()} for shape {tuple(out.shape)}"
@@ -144,7 +146,7 @@ def relu(x: torch.Tensor, out: Optional[torch.Tensor] = None, *, rung: Optional[
             if _env_raw() != d.settings.env:  # kill switch / forced rung changed: drops _fast
                 d.settings.refresh()
             dev = d.device_info(x)
-            if dev is not None and dev.arch == _GFX950:
+            if dev is not None and dev.arch == _GFX950 and dev.current:
                 numel = x.numel()
                 xp = x.data_ptr()
                 yp = out.data_ptr()

@@ -1,0 +1,208 @@
+"""The mutation check: the ladder post's four ways a kernel passed an output
+check and was still wrong, plus an off-by-one predicate, each applied as a
+textual patch to a COPY of the package, run through the copy's public relu()
+on the virtual gfx950 with the same checks the vgpu suites apply.
+
+A copy is `torch-ext/relu_flydsl/` with `flash_relu_rocm/` resolved, written to
+a temporary folder under its own package name (and its own torch.library
+namespace), so the real tree is never touched and the real package stays
+loaded beside it. Every patch must match its source text exactly once: a
+refactor that makes a patch miss fails loudly instead of testing unmutated code.
+"""
+
+import importlib
+import re
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+import vgpu_support as S
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "torch-ext" / "relu_flydsl"
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    post: str       # where the ladder post describes it
+    patches: tuple  # (file inside the package, exact old text, new text)
+
+
+_PLAN_VEC = "    vec = pick_vec(numel, dtype, rung.max_vec(dtype), x_addr, y_addr)\n"
+MUTANTS = (
+    Mutant(
+        "straddling-predicate", "case 1: one predicate bit covers an 8-element vector straddling the end",
+        (("flash_relu_rocm/plan.py", _PLAN_VEC,
+          "    vec = rung.max_vec(dtype) if not rung.buffer else pick_vec(numel, dtype, rung.max_vec(dtype), x_addr, y_addr)\n"),),
+    ),
+    Mutant(
+        "over-launch", "case 2: (numel + block*vec - 1) // block*vec, 64x the blocks for bf16",
+        (("flash_relu_rocm/plan.py", "        launches.append(Launch(start, n, -(-n // tile)))\n",
+          "        launches.append(Launch(start, n, (n + rung.block * vec - 1) // rung.block * vec))\n"),),
+    ),
+    Mutant(
+        "max-size-default", "case 3a: make_buffer_tensor's max_size left at True (num_records 0xFFFFFFFF)",
+        (("flash_relu_rocm/v4_buffer.py", "make_buffer_tensor(X, max_size=False)", "make_buffer_tensor(X)"),
+         ("flash_relu_rocm/v4_buffer.py", "make_buffer_tensor(Y, max_size=False)", "make_buffer_tensor(Y)")),
+    ),
+    Mutant(
+        "buffer-straddle", "case 3b: buffer rungs without the vector-width rule",
+        (("flash_relu_rocm/plan.py", _PLAN_VEC,
+          "    vec = rung.max_vec(dtype) if rung.buffer else pick_vec(numel, dtype, rung.max_vec(dtype), x_addr, y_addr)\n"),),
+    ),
+    Mutant(
+        "off-by-one", "not in the post: v1's in-bounds test `<` -> `<=`",
+        (("flash_relu_rocm/v1_naive.py", "in_bounds[0] = bid * block + tid < numel",
+          "in_bounds[0] = bid * block + tid <= numel"),),
+    ),
+)
+UNMUTATED = Mutant("unmutated", "the copy as it is", ())
+BY_NAME = {m.name: m for m in MUTANTS + (UNMUTATED,)}
+
+
+def _replace_once(path: Path, old: str, new: str):
+    text = path.read_text()
+    n = text.count(old)
+    if n != 1:
+        raise AssertionError(f"mutation patch for {path.name} matches {n} times (expected exactly 1): {old!r}; "
+                             "the kernels changed: update the patch in tests/mutation_support.py")
+    changed = text.replace(old, new)
+    assert changed != text
+    path.write_text(changed)
+
+
+def make_copy(mutant: Mutant, root: Path) -> str:
+    """Write the patched copy under `root` as package relu_flydsl_mut_<name>; return its name."""
+    tag = re.sub(r"\W", "_", mutant.name)
+    name = f"relu_flydsl_mut_{tag}"
+    dst = root / name
+    if dst.exists():
+        shutil.rmtree(dst)
+    # symlinks=False (the default) copies flash_relu_rocm/ itself, not the link
+    shutil.copytree(PACKAGE, dst, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    assert not (dst / "flash_relu_rocm").is_symlink()
+    # its own torch.library namespace, and the version a built variant carries
+    _replace_once(dst / "_ops.py", '_UNIQUE_ID = "dev"', f'_UNIQUE_ID = "mut_{tag}"')
+    if not (dst / "metadata.json").exists():
+        import relu_flydsl
+
+        (dst / "metadata.json").write_text(f'{{"version": {int(relu_flydsl.__version__)}}}\n')
+    for rel, old, new in mutant.patches:
+        _replace_once(dst / rel, old, new)
+    return name
+
+
+def import_copy(mutant: Mutant, root: Path):
+    """The patched copy as an imported package (root goes first on sys.path)."""
+    name = make_copy(mutant, root)
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    for mod in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
+        del sys.modules[mod]
+    importlib.invalidate_caches()
+    pkg = importlib.import_module(name)
+    assert Path(pkg.__file__).resolve().parent == (root / name).resolve()
+    return pkg
+
+
+# ---- the checks ------------------------------------------------------------
+RUNGS = ("v1", "v2", "v3", "v4", "v5")
+BUFFER_RUNGS = ("v4", "v5")
+MODELS = ("dword", "whole", "start")
+DTYPES = (torch.float32, torch.bfloat16)
+SIZES = (1, 7, 8, 1023, 1024, 4257)  # test_vgpu_correctness's small sizes
+
+
+def cases():
+    """A representative subset of test_vgpu_correctness: every rung, every
+    straddle model where the hardware range check runs, f32 and bf16, the small sizes."""
+    for rung in RUNGS:
+        for model in MODELS if rung in BUFFER_RUNGS else ("dword",):
+            for dtype in DTYPES:
+                for n in SIZES:
+                    yield rung, model, dtype, n
+
+
+def run_case(dev, relu, rung, model, dtype, n):
+    """One guarded call of relu(x, out=out, rung=rung) and every check the vgpu
+    suites make. Returns {check: first line of its failure} for the checks that fired."""
+    from vgpu.device import DeviceError
+
+    dev.reset()
+    dev.straddle = model
+    xbits = S.make_bits("random", n, dtype, seed=n * 7 + 6)
+    x, xbuf = S.guarded_input(dev, xbits, dtype)
+    out, obuf = dev.guarded((n,), dtype, name="out")
+    fired = {}
+    try:
+        relu(x, out=out, rung=rung)
+    except RuntimeError as e:  # the dispatcher raises when a launch fails (device stopped it)
+        fired["launch"] = str(e)
+    launched = list(dev.launches)
+
+    def launched_here():
+        assert launched, "relu() did not launch on the virtual device"
+
+    def guards():
+        S.assert_guards(obuf, out)
+        S.assert_guards(xbuf, x)
+
+    def input_unchanged():
+        assert (S.tensor_bits(x) == xbits).all(), "input modified"
+
+    checks = (
+        ("launched", launched_here),
+        ("device", dev.check),  # out-of-bounds / guard / straddle accesses, emulator errors
+        ("grid", lambda: S.assert_exact_grids(launched)),
+        ("bits", lambda: S.assert_bits(out, S.relu_bits(xbits, dtype))),
+        ("written-once", lambda: S.assert_written_once(dev, out)),
+        ("guards", guards),
+        ("input", input_unchanged),
+    )
+    for name, check in checks:
+        try:
+            check()
+        except (AssertionError, DeviceError) as e:
+            fired[name] = (str(e).strip().splitlines() or [""])[0][:300]
+    dev.reset()
+    return fired
+
+
+@dataclass
+class Result:
+    mutant: Mutant
+    cases: int      # cases run
+    failing: dict   # case id -> {check: message}
+
+    @property
+    def caught(self) -> bool:
+        return bool(self.failing)
+
+    def by_check(self) -> dict:
+        """check -> number of cases it fired on, most first."""
+        counts = {}
+        for fired in self.failing.values():
+            for check in fired:
+                counts[check] = counts.get(check, 0) + 1
+        return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+
+    def describe(self) -> str:
+        if not self.caught:
+            return f"{self.mutant.name}: NOT CAUGHT ({self.cases} cases)"
+        checks = ", ".join(f"{c} {k}" for c, k in self.by_check().items())
+        return f"{self.mutant.name}: {len(self.failing)}/{self.cases} cases, by {checks}"
+
+
+def run_mutant(dev, pkg, mutant: Mutant) -> Result:
+    failing = {}
+    n_cases = 0
+    for rung, model, dtype, n in cases():
+        fired = run_case(dev, pkg.relu, rung, model, dtype, n)
+        n_cases += 1
+        if fired:
+            failing[f"{rung}-{model}-{str(dtype)[6:]}-{n}"] = fired
+    return Result(mutant, n_cases, failing)

@@ -1,0 +1,89 @@
+"""The mutation check (issue 4 item 5): the suite must catch each of the ladder
+post's four ways a kernel passed an output check and was still wrong, plus an
+off-by-one predicate. Each mutant is a patched copy of the package
+(tests/mutation_support.py) run through its public relu() on the virtual
+gfx950 under the vgpu suites' checks; the unmutated copy must pass them all.
+The catch count is printed in the terminal summary."""
+
+import pytest
+
+import mutation_support as M
+import vgpu_support as S
+
+pytestmark = pytest.mark.vgpu
+
+_results = {}  # mutant name -> Result, shared by the per-mutant tests and the count
+
+
+@pytest.fixture(scope="module")
+def mutant_root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mutants")
+    yield root
+    if str(root) in M.sys.path:
+        M.sys.path.remove(str(root))
+
+
+def _result(vgpu, monkeypatch, root, name):
+    if name not in _results:
+        mutant = M.BY_NAME[name]
+        pkg = M.import_copy(mutant, root)
+        dispatch = pkg._dispatch
+        # what the vgpu fixture does for the real package: CPU tensors are gfx950 memory
+        monkeypatch.setattr(
+            dispatch, "device_info",
+            lambda x: dispatch.DeviceInfo("gfx950", vgpu.stream) if x.device.type == "cpu" else None,
+        )
+        vgpu.errors_expected = True  # the mutants' violations are recorded per case, then reset
+        _results[name] = M.run_mutant(vgpu, pkg, mutant)
+    return _results[name]
+
+
+def test_patches_change_the_copy_not_the_tree(mutant_root):
+    """Every patch matches its source exactly once, and only the copy changes."""
+    tree = list((M.ROOT / "flash_relu_rocm").glob("*.py")) + list(M.PACKAGE.glob("*.py"))
+    before = {p: p.read_bytes() for p in tree}
+    for mutant in M.MUTANTS:
+        name = M.make_copy(mutant, mutant_root)
+        for rel, old, new in mutant.patches:
+            text = (mutant_root / name / rel).read_text()
+            assert new in text and old not in text.replace(new, ""), (mutant.name, rel)
+    after = {p: p.read_bytes() for p in before}
+    assert before == after
+    with pytest.raises(AssertionError, match="matches 0 times"):
+        M.make_copy(M.Mutant("stale", "", (("flash_relu_rocm/plan.py", "no such line", "x"),)), mutant_root)
+
+
+def test_unmutated_copy_passes(vgpu, monkeypatch, mutant_root):
+    """The harness itself is sound: the copy without a mutation passes every case."""
+    r = _result(vgpu, monkeypatch, mutant_root, "unmutated")
+    assert r.cases > 100
+    assert not r.failing, f"unmutated copy failed {len(r.failing)} case(s); first: {next(iter(r.failing.items()))}"
+
+
+@pytest.mark.parametrize("name", [m.name for m in M.MUTANTS])
+def test_mutant_is_caught(vgpu, monkeypatch, mutant_root, name):
+    r = _result(vgpu, monkeypatch, mutant_root, name)
+    assert r.caught, f"mutant {name} ({r.mutant.post}) passed all {r.cases} cases"
+
+
+# which checks must be among the catchers: the post's "caught by" column
+EXPECTED_CATCHERS = {
+    "straddling-predicate": {"device", "guards"},   # guard region
+    "over-launch": {"grid"},                        # only the exact-grid check sees it
+    "max-size-default": {"device", "guards"},       # guard region
+    "buffer-straddle": {"bits", "written-once"},    # value comparison (dropped whole)
+    "off-by-one": {"device", "guards"},
+}
+
+
+def test_mutation_check_catches_every_mutant(vgpu, monkeypatch, mutant_root):
+    results = [_result(vgpu, monkeypatch, mutant_root, m.name) for m in M.MUTANTS]
+    caught = [r for r in results if r.caught]
+    line = (f"mutation check: {len(caught)}/{len(results)} mutants caught ("
+            + "; ".join(r.describe() for r in results) + ")")
+    S.SUMMARY_LINES.append(line)
+    print(line)
+    assert len(caught) == len(results), line
+    for r in results:
+        missing = EXPECTED_CATCHERS[r.mutant.name] - set(r.by_check())
+        assert not missing, f"{r.mutant.name}: expected {sorted(missing)} among its catchers; {r.describe()}"
