@@ -381,8 +381,14 @@ def main(argv=None):
 
     if args.dry_run:
         print(describe_plan(plan_release(out, manifest)))
-        print(f"variant digest {manifest['digest_fingerprint']}; dry run: nothing written, nothing uploaded")
-        return 0
+        # The upload re-checks every place that states the version after recording the
+        # CHANGELOG entry and manifest; say now what it would find unless they are recorded.
+        pending = [p for p in version_problems(out) if "CHANGELOG" not in p and "releases/" not in p]
+        for p in pending:
+            print(f"the upload would REFUSE: {p}")
+        print(f"variant digest {manifest['digest_fingerprint']}; dry run: only {out.name}/ was (re)built; "
+              "no CHANGELOG, manifest or Hub change")
+        return 2 if pending else 0
 
     wrote = write_changelog(changelog_entry(manifest, previous, args.notes, args.date), manifest["version"])
     print(f"CHANGELOG.md: {'entry for v%d written' % manifest['version'] if wrote else 'entry for v%d kept' % manifest['version']}")

@@ -18,7 +18,15 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 PY=${PYTHON:-python3}
-if ! PIP_ROOT_USER_ACTION=ignore $PY -m pip install -q --disable-pip-version-check -r requirements.txt; then
+req=requirements.txt
+# On a ROCm machine keep its ROCm build of torch: the pin (a CPU wheel here)
+# would replace it with a build that cannot see the GPU.
+if $PY -c 'import sys, torch; sys.exit(0 if torch.version.hip else 1)' 2>/dev/null; then
+  req=$(mktemp)
+  grep -v '^torch==' requirements.txt > "$req"
+  echo "setup: keeping this machine's ROCm torch ($($PY -c 'import torch; print(torch.__version__)'))"
+fi
+if ! PIP_ROOT_USER_ACTION=ignore $PY -m pip install -q --disable-pip-version-check -r "$req"; then
   echo "setup: pip install -r requirements.txt failed" >&2
   exit 1
 fi
