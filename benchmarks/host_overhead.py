@@ -21,7 +21,8 @@ Rows (1-element tensors, the size where host time is all there is):
   torch.relu          torch.relu(x), eager CPU, for scale
 Median over rounds (methods interleaved within each round). The requirement
 checked at the end: relu_flydsl <= 1.5 x CompiledFunction, for the 1-D and the
-2-D call. Exit status 1 if not.
+2-D call, as the median over rounds of each round's ratio (paired: drift in the
+machine's speed between rounds cancels). Exit status 1 if not.
 """
 
 import argparse
@@ -89,10 +90,12 @@ def main(argv=None):
     launcher(x, y, 1, 0)  # first trace
 
     r = args.rung
+    # Rows run in this order within each round: the baseline sits right between the
+    # two relu rows, so each round's ratio compares calls made moments apart.
     methods = {
         "relu_flydsl": ((lambda: relu(x, out=y, rung=r)), args.calls),
-        "relu_flydsl 2-D": ((lambda: relu(x2, out=y2, rung=r)), args.calls),
         "CompiledFunction": ((lambda: kernel(x, y, 1, 0)), args.calls),
+        "relu_flydsl 2-D": ((lambda: relu(x2, out=y2, rung=r)), args.calls),
         "direct launch": ((lambda: direct(xp, yp, 1, 1, 0)), args.calls),
         "@flyc.jit launcher": ((lambda: launcher(x, y, 1, 0)), args.jit_calls),
         "torch.relu": ((lambda: torch.relu(x)), args.calls),
@@ -123,11 +126,18 @@ def main(argv=None):
     print(f"{'path':<22}{'median us':>11}{'min us':>10}{'max us':>10}{'x CompiledFunction':>20}")
     for name, t in times.items():
         print(f"{name:<22}{median[name] * 1e6:>11.2f}{min(t) * 1e6:>10.2f}{max(t) * 1e6:>10.2f}{median[name] / base:>20.2f}")
-    ratio = median["relu_flydsl"] / base
-    ratio_2d = median["relu_flydsl 2-D"] / base
+    # The requirement is judged on paired ratios: each round's relu time over the
+    # same round's CompiledFunction time, then the median over rounds. This machine's
+    # speed drifts between rounds by up to 2x; a ratio of medians taken from
+    # different rounds mixes that drift in, a per-round ratio cancels it.
+    def paired(name):
+        return statistics.median(a / b for a, b in zip(times[name], times["CompiledFunction"]))
+
+    ratio, ratio_2d = paired("relu_flydsl"), paired("relu_flydsl 2-D")
     ok = ratio <= LIMIT and ratio_2d <= LIMIT
-    print(f"relu_flydsl / CompiledFunction = {ratio:.2f}, 2-D {ratio_2d:.2f} (limit {LIMIT} for both): "
-          f"{'PASS' if ok else 'FAIL'}")
+    print(f"relu_flydsl / CompiledFunction, median of per-round ratios = {ratio:.2f}, 2-D {ratio_2d:.2f} "
+          f"(limit {LIMIT} for both): {'PASS' if ok else 'FAIL'}")
+    print(f"(ratio of the medians above: {median['relu_flydsl'] / base:.2f}, 2-D {median['relu_flydsl 2-D'] / base:.2f})")
     wrapper = median["relu_flydsl"] - median["direct launch"]
     print(f"relu()'s own work (validation, dispatch, error check, stats) = relu_flydsl - direct launch "
           f"= {wrapper * 1e6:.2f} us = {wrapper / base:.2f} x CompiledFunction")
