@@ -474,3 +474,30 @@ def test_kill_switch_and_forced_rung_act_at_run_time(vgpu, monkeypatch):
     _checked_call(vgpu, None, torch.float32, 4096)
     assert relu_flydsl.dispatch_stats() == {"flydsl/v5/float32": 3, "flydsl/v2/float32": 1,
                                             "fallback/disabled by RELU_FLYDSL_DISABLE": 1}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("n", [1, 4257, 20000, 65536])
+def test_v3_unroll_machinery_is_exact(vgpu, dtype, n):
+    """The registry ships v3 at unroll 1 (the post's sweep); the unroll path it
+    swept must still be correct: v3 at unroll 4, planned and launched directly."""
+    import dataclasses
+
+    _, _, cache, plan = _pkg()
+    from relu_flydsl.flash_relu_rocm.registry import RUNGS
+
+    rung = dataclasses.replace(RUNGS["v3"], unroll=4)
+    xbits = S.make_bits("mixed", n, dtype, seed=n)
+    x, xbuf = S.guarded_input(vgpu, xbits, dtype)
+    out, obuf = vgpu.guarded((n,), dtype, name="out")
+    dt = str(dtype)[6:]
+    p = plan.plan(rung, dt, n, x.data_ptr(), out.data_ptr())
+    kernel = cache.compiled(rung, dt, p.vec)
+    for launch in p.launches:
+        kernel(x[launch.start:launch.stop], out[launch.start:launch.stop], launch.grid, 0)
+    vgpu.check()
+    assert vgpu.launches and all(r.kernel.endswith("_u4") for r in vgpu.launches)
+    S.assert_bits(out, S.relu_bits(xbits, dtype))
+    S.assert_written_once(vgpu, out)
+    S.assert_guards(obuf, out)
+    S.assert_guards(xbuf, x)
