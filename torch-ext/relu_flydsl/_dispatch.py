@@ -82,10 +82,8 @@ class Settings:
         return self
 
 
-# torch dtype -> (registry name, element bytes) for the dtypes the kernels serve
-DTYPE_INFO = {getattr(torch, name): (name, ELEMENT_BYTES[name]) for name in DTYPES}
-_DTYPE_NAMES = {dt: info[0] for dt, info in DTYPE_INFO.items()}
-_TORCH_DTYPES = {name: dt for dt, name in _DTYPE_NAMES.items()}
+# torch dtype -> registry name, for the dtypes the kernels serve
+_DTYPE_NAMES = {getattr(torch, name): name for name in DTYPES}
 
 _arch_by_index = {}
 _HIP = torch.version.hip
@@ -208,10 +206,11 @@ _ENTRIES_MAX = 4096  # bound memory for processes that see endless sizes
 _broken = {}  # (rung, dtype) -> why it cannot be compiled here
 
 
-def _entry(rung, rung_name: str, dtype: str, numel: int, x_addr: int, y_addr: int) -> _Entry:
-    key = (rung, _TORCH_DTYPES[dtype], numel, x_addr & 15, y_addr & 15)
+def _entry(rung, rung_name: str, torch_dtype, numel: int, x_addr: int, y_addr: int) -> _Entry:
+    key = (rung, torch_dtype, numel, x_addr & 15, y_addr & 15)  # the hot path's key too
     entry = _entries.get(key)
     if entry is None:
+        dtype = _DTYPE_NAMES[torch_dtype]
         r = get_rung(rung_name)
         p = plan.plan(r, dtype, numel, x_addr, y_addr)
         entry = _Entry(p, cache_compiled(r, dtype, p.vec), _counter(("flydsl", rung_name, dtype)))
@@ -267,10 +266,6 @@ def _launch_failed(error, rung_name, dtype, numel):
     )
 
 
-def _flat(t):
-    return t if t.ndim == 1 else t.view(-1)
-
-
 def _launch(entry: _Entry, x, out, stream):
     direct = entry.direct
     if direct:
@@ -281,14 +276,12 @@ def _launch(entry: _Entry, x, out, stream):
             direct(xp + offset, yp + offset, launch.numel, launch.grid, stream)
             error = error or _take_error()  # after every launch
     else:
+        # A kernel's first launches: FlyDSL's public call, on 1-D views of each chunk.
         kernel = entry.kernel
-        xf, yf = _flat(x), _flat(out)
+        xf, yf = x.view(-1), out.view(-1)
         error = 0
         for launch in entry.plan.launches:
-            if entry.single:
-                kernel(xf, yf, launch.grid, stream)
-            else:
-                kernel(xf[launch.start : launch.stop], yf[launch.start : launch.stop], launch.grid, stream)
+            kernel(xf[launch.start : launch.stop], yf[launch.start : launch.stop], launch.grid, stream)
             error = error or _take_error()
         if direct is None:
             entry.direct = cache.direct_launch(kernel) or False
@@ -316,7 +309,7 @@ def run(x: torch.Tensor, out: torch.Tensor, rung: Optional[str], info=_NO_INFO) 
         why = _broken.get((rung_name, dtype))
         if why is None:
             try:
-                entry = _entry(rung, rung_name, dtype, x.numel(), x.data_ptr(), out.data_ptr())
+                entry = _entry(rung, rung_name, x.dtype, x.numel(), x.data_ptr(), out.data_ptr())
             except KernelCompileError as e:
                 why = _broken[(rung_name, dtype)] = f"cannot compile {rung_name}/{dtype} here: {e}"
                 _warn_once(("compile", rung_name, dtype), why)

@@ -40,7 +40,7 @@ def _check(x, out, rung) -> None:
     compiling = torch.compiler.is_compiling()
     if not compiling:  # pointers are not traceable: the op checks at run time
         _check_overlap(x, out)
-    in_place = out is x or (not compiling and out.data_ptr() == x.data_ptr() and out.stride() == x.stride())
+    in_place = out is x or (not compiling and _same_view(x, out))
     if not in_place and not _is_dense(out):  # out=x works for any layout, as torch.relu_ does
         raise ValueError(
             f"relu(): out must be dense (no gaps, no overlapping elements; e.g. torch.empty_like(x)); "
@@ -66,9 +66,13 @@ def _is_dense(t) -> bool:
     return True
 
 
+def _same_view(x, out) -> bool:
+    """out is x's memory in x's layout (shapes are already equal): in place."""
+    return out.data_ptr() == x.data_ptr() and out.stride() == x.stride()
+
+
 def _check_overlap(x, out) -> None:
-    in_place = out.data_ptr() == x.data_ptr() and out.stride() == x.stride()
-    if not in_place and out.numel() and torch._C._overlaps(out, x):
+    if not _same_view(x, out) and out.numel() and torch._C._overlaps(out, x):
         raise ValueError(_OVERLAP)
 
 
