@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, set-up included: bash test.sh [extra pytest args]
+# Runs in the project's .venv (tools/setup.sh makes it; PYTHON=... picks its base interpreter).
 # Without a gfx950 GPU the hardware tests are reported as skipped, with the reason.
 set -euo pipefail
 cd "$(dirname "$0")"
 bash tools/setup.sh
-exec ${PYTHON:-python3} -m pytest -ra -p no:cacheprovider tests/ "$@"
+exec .venv/bin/python -m pytest -ra -p no:cacheprovider tests/ "$@"

@@ -1,33 +1,100 @@
 #!/usr/bin/env bash
-# Installs what this repository needs on a Debian machine (idempotent):
-#   Debian: lld-22 (FlyDSL links gfx950 code objects with it), llvm-22
-#           (llvm-objdump that knows gfx950), gcc (the virtual device's HIP stand-in)
-#   PyPI:   requirements.txt (flydsl 0.5.0, kernels 0.17.2, torch 2.13.0, ...)
+# Installs what this repository needs on a Debian machine (idempotent; a few seconds when done):
+#   Debian: lld-22 (FlyDSL links gfx950 code objects with it), llvm-22 (llvm-objdump
+#           that knows gfx950), gcc (the virtual device's HIP stand-in), and
+#           python3-venv when the base Python cannot make a virtual environment
+#   .venv/: the project's virtual environment with requirements.txt (torch 2.13.0,
+#           flydsl 0.5.0, kernels 0.17.2, ...). The user's own Python environment is
+#           never modified: everything goes into .venv (git-ignored).
+# PYTHON=/path/to/python3 picks the base interpreter (default: python3 on PATH).
+#
+# A ROCm machine keeps its own torch: when the base interpreter has a ROCm build of
+# torch, .venv gets a .pth file naming the site-packages folder that holds it
+# (read-only: .venv's own packages come first) and requirements.txt is installed
+# without its torch pin, which is a CPU wheel. A .pth rather than
+# --system-site-packages because ROCm images often keep torch in a venv or conda
+# env of their own, which --system-site-packages would not see.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+VENV=.venv
+VPY=$VENV/bin/python
+BASE=${PYTHON:-python3}
+
+SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+apt_install() {
+  echo "setup: apt-get install $*"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@" >/dev/null
+}
 
 need=()
 for pkg in lld-22 llvm-22 gcc; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
-if [ ${#need[@]} -gt 0 ]; then
-  echo "setup: apt-get install ${need[*]}"
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+if ! command -v "$BASE" >/dev/null 2>&1; then
+  [ -n "${PYTHON:-}" ] && { echo "setup: PYTHON=$BASE not found" >&2; exit 1; }
+  need+=(python3 python3-venv)  # stock Debian without python3
+elif ! "$BASE" -c 'import ensurepip, venv' >/dev/null 2>&1; then
+  # Debian splits venv/ensurepip out of python3 into python3.X-venv.
+  case "$("$BASE" -c 'import sys; print(sys.prefix)')" in
+    /usr) need+=("python3-venv" "python$("$BASE" -c 'import sys; print("%d.%d" % sys.version_info[:2])')-venv") ;;
+    *) echo "setup: $BASE cannot create a virtual environment (no ensurepip); use PYTHON=/usr/bin/python3" >&2; exit 1 ;;
+  esac
+fi
+if [ ${#need[@]} -gt 0 ]; then apt_install "${need[@]}"; fi
+
+# "rocm <site-packages> <hip version>" when the base interpreter has a ROCm torch, else "cpu".
+# Read from torch/version.py without importing torch (that takes seconds).
+mode=$("$BASE" - <<'EOF'
+import importlib.util, os, re
+spec = importlib.util.find_spec("torch")
+text = ""
+if spec and spec.origin:
+    try:
+        with open(os.path.join(os.path.dirname(spec.origin), "version.py")) as f:
+            text = f.read()
+    except OSError:
+        pass
+m = re.search(r"^hip\s*(?::[^=\n]*)?=\s*['\"]([^'\"]+)['\"]", text, re.M)
+print(f"rocm {os.path.dirname(os.path.dirname(spec.origin))} {m.group(1)}" if m else "cpu")
+EOF
+)
+req_hash=$(sha256sum requirements.txt | cut -c1-16)
+base_real=$(readlink -f "$(command -v "$BASE")")
+stamp="setup-v2 base=$base_real mode=${mode% *} requirements=$req_hash"
+stamp_file=$VENV/.relu-flydsl-setup
+
+if [ -x "$VPY" ] && [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$stamp" ]; then
+  echo "setup: $VENV up to date ($("$VPY" -c 'from importlib.metadata import version as v; print(f"torch {v("torch")}, flydsl {v("flydsl")}, kernels {v("kernels")}")'))"
+  exit 0
 fi
 
-PY=${PYTHON:-python3}
+# Another base interpreter or torch mode: start over (the folder is ours alone).
+if [ -d "$VENV" ] && { [ ! -f "$stamp_file" ] || [ "$(sed 's/ requirements=.*//' "$stamp_file")" != "${stamp% requirements=*}" ]; }; then
+  echo "setup: recreating $VENV (base interpreter or torch changed)"
+  rm -rf "$VENV"
+fi
+if [ ! -x "$VPY" ]; then
+  echo "setup: creating $VENV from $base_real ($("$BASE" --version 2>&1))"
+  "$BASE" -m venv "$VENV"
+fi
+rm -f "$stamp_file"
+
 req=requirements.txt
-# On a ROCm machine keep its ROCm build of torch: the pin (a CPU wheel here)
-# would replace it with a build that cannot see the GPU.
-if $PY -c 'import sys, torch; sys.exit(0 if torch.version.hip else 1)' 2>/dev/null; then
+if [ "${mode%% *}" = rocm ]; then
+  read -r _ site hip <<<"$mode"
+  "$VPY" -c 'import sysconfig, sys; open(sysconfig.get_paths()["purelib"] + "/_relu_flydsl_rocm_torch.pth", "w").write(sys.argv[1] + "\n")' "$site"
   req=$(mktemp)
   grep -v '^torch==' requirements.txt > "$req"
-  echo "setup: keeping this machine's ROCm torch ($($PY -c 'import torch; print(torch.__version__)'))"
+  echo "setup: keeping the base interpreter's ROCm torch (HIP $hip, from $site)"
 fi
-if ! PIP_ROOT_USER_ACTION=ignore $PY -m pip install -q --disable-pip-version-check -r "$req"; then
-  echo "setup: pip install -r requirements.txt failed" >&2
+if ! "$VPY" -m pip install -q --disable-pip-version-check -r "$req"; then
+  echo "setup: pip install -r requirements.txt into $VENV failed" >&2
   exit 1
 fi
-echo "setup: $($PY -c 'import torch, flydsl, kernels; print(f"torch {torch.__version__}, flydsl {flydsl.__version__}, kernels {kernels.__version__}")'), $(/usr/lib/llvm-22/bin/llvm-objdump --version | grep -m1 version)"
+if [ "${mode%% *}" = rocm ] && ! "$VPY" -c 'import sys, torch; sys.exit(0 if torch.version.hip else 1)'; then
+  echo "setup: a requirement replaced the ROCm torch in $VENV; the ROCm torch is too old for it" >&2
+  exit 1
+fi
+echo "$stamp" > "$stamp_file"
+echo "setup: $VENV ready: $("$VPY" -c 'import torch, flydsl, kernels; print(f"torch {torch.__version__}, flydsl {flydsl.__version__}, kernels {kernels.__version__}")'), $(/usr/lib/llvm-22/bin/llvm-objdump --version | grep -m1 version)"
