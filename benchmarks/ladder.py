@@ -31,6 +31,7 @@ libamdhip64). A section whose tool is missing says so and why; nothing is made u
 """
 
 import argparse
+import ast
 import contextlib
 import csv
 import io
@@ -46,8 +47,15 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+import relu_semantics  # noqa: E402 - benchmarks/relu_semantics.py: bit rule, torch's semantics
 
-PEAK_GBPS = 8000.0
+PEAK_GBPS = 8000.0  # MI350X / MI355X HBM3E, the device the ladder is built for
+PEAK_LABEL = "MI350X peak 8 TB/s (reference)"
+# Peaks by device name for the baseline mode (vendors' datasheets; a reference line, not a measurement).
+PEAKS = (("MI350X", 8000.0, PEAK_LABEL), ("MI355X", 8000.0, "MI355X peak 8 TB/s (reference)"),
+         ("H200", 4800.0, "H200 peak 4.8 TB/s (datasheet)"))
 ITERS, WARMUP, ROUNDS = 100, 20, 15
 TORCH = "torch"
 RUNGS = ("v1", "v2", "v3", "v4", "v5")
@@ -58,13 +66,19 @@ CHECK_SIZES = (1, 7, 8, 1000, 4257, 65539, 1 << 20)
 
 
 # ---- the cases: the post's shapes and its cache band (from benchmark.py) ----------------
-def _bench_module():
-    sys.path.insert(0, str(HERE))
-    try:
-        import benchmark  # noqa: WPS433 - benchmarks/benchmark.py, the single list of shapes
-    finally:
-        sys.path.remove(str(HERE))
-    return benchmark
+def bench_shapes():
+    """{name: shapes} of POST_SHAPES and CACHE_BAND_SHAPES, read from benchmarks/benchmark.py's
+    source (the single list of shapes). Read, not imported: benchmark.py imports `kernels`,
+    which a plain CUDA or ROCm machine running the baseline mode need not have."""
+    want = ("POST_SHAPES", "CACHE_BAND_SHAPES")
+    found = {}
+    for node in ast.parse((HERE / "benchmark.py").read_text()).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and getattr(node.targets[0], "id", None) in want:
+            found[node.targets[0].id] = tuple(tuple(s) for s in ast.literal_eval(node.value))
+    missing = [w for w in want if w not in found]
+    if missing:
+        raise RuntimeError(f"benchmarks/benchmark.py defines no literal {', '.join(missing)}")
+    return found
 
 
 @dataclass(frozen=True)
@@ -91,13 +105,13 @@ class Case:
 
 def cases(dtypes=("bfloat16",), sweeps=("shapes", "band")):
     """The union of the post's shapes and the cache band, ordered by traffic."""
-    bm = _bench_module()
+    bm = bench_shapes()
     tagged = {}
     if "shapes" in sweeps:
-        for s in bm.POST_SHAPES:
+        for s in bm["POST_SHAPES"]:
             tagged.setdefault(tuple(s), []).append("shapes")
     if "band" in sweeps:
-        for s in bm.CACHE_BAND_SHAPES:
+        for s in bm["CACHE_BAND_SHAPES"]:
             tagged.setdefault(tuple(s), []).append("band")
     out = [Case(s, d, tuple(t)) for d in dtypes for s, t in tagged.items()]
     return sorted(out, key=lambda c: (c.dtype, c.traffic))
@@ -136,16 +150,17 @@ def _quartiles(xs):
     return q[0], q[2]
 
 
-def summarize(case, samples, failed=None, peak=PEAK_GBPS):
-    """One row per implementation: the MEDIAN per-launch time, GB/s, % of peak, ratio to
-    torch. Implementations in `failed` ({impl: reason}) get no numbers, only the reason."""
-    failed = failed or {}
+def summarize(case, samples, failed=None, peak=PEAK_GBPS, notes=None):
+    """One row per implementation: the MEDIAN per-launch time, GB/s, % of peak (None when no
+    peak is known), ratio to torch. Implementations in `failed` ({impl: reason}) get no numbers,
+    only the reason. `notes` ({impl: text}): e.g. where torch differs from the bit rule."""
+    failed, notes = failed or {}, notes or {}
     rows = []
     med = {i: statistics.median(s) for i, s in samples.items() if s and i not in failed}
     torch_gbps = gbps(case.traffic, med[TORCH]) if TORCH in med else None
     for impl in list(samples) + [i for i in failed if i not in samples]:
         row = {"shape": case.name, "dtype": case.dtype, "sweeps": "+".join(case.sweeps), "numel": case.numel,
-               "traffic_mb": round(case.traffic / 1e6, 1), "impl": impl}
+               "traffic_mb": round(case.traffic / 1e6, 1), "impl": impl, "note": notes.get(impl) or None}
         if impl in failed:
             row.update(status="FAILED correctness: " + failed[impl], median_us=None, gbps=None,
                        pct_peak=None, vs_torch=None, iqr_pct=None, samples_us=[])
@@ -153,7 +168,7 @@ def summarize(case, samples, failed=None, peak=PEAK_GBPS):
             s = samples[impl]
             g = gbps(case.traffic, med[impl])
             q1, q3 = _quartiles(s)
-            row.update(status="ok", median_us=med[impl] * 1e6, gbps=g, pct_peak=100.0 * g / peak,
+            row.update(status="ok", median_us=med[impl] * 1e6, gbps=g, pct_peak=100.0 * g / peak if peak else None,
                        vs_torch=(g / torch_gbps) if torch_gbps else None,
                        iqr_pct=100.0 * (q3 - q1) / med[impl], samples_us=[t * 1e6 for t in s])
         rows.append(row)
@@ -166,7 +181,7 @@ def ladder_table(rows, impls):
     for r in rows:
         by_case.setdefault((r["dtype"], r["traffic_mb"], r["shape"]), {})[r["impl"]] = r
     head = ["shape", "dtype", "traffic MB"] + list(impls) + ["best / torch"]
-    lines = [head]
+    lines, foot = [head], []
     for (dtype, mb, shape), per in sorted(by_case.items()):
         cells = [shape, dtype, f"{mb:.0f}"]
         best = None
@@ -177,7 +192,9 @@ def ladder_table(rows, impls):
             elif r["gbps"] is None:
                 cells.append("FAILED")
             else:
-                cells.append(f"{r['gbps']:.0f}")
+                cells.append(f"{r['gbps']:.0f}" + (f" [{len(foot) + 1}]" if r.get("note") else ""))
+                if r.get("note"):  # a footnote: the note is too long for a cell
+                    foot.append(f"[{len(foot) + 1}] {i}, {shape} {dtype}: {r['note']}")
                 if i != TORCH and (best is None or r["gbps"] > best):
                     best = r["gbps"]
         t = per.get(TORCH)
@@ -186,44 +203,78 @@ def ladder_table(rows, impls):
     widths = [max(len(str(l[c])) for l in lines) for c in range(len(head))]
     out = ["  ".join(str(c).rjust(w) for c, w in zip(l, widths)) for l in lines]
     out.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(out + foot)
+
+
+def baseline_table(rows):
+    """The baseline mode's table: torch per case, % of the named peak, and the cross-check."""
+    head = ["shape", "dtype", "traffic MB", "median us", "GB/s", "% peak", "IQR %", "do_bench GB/s",
+            "harness/do_bench", "note"]
+    lines = [head]
+    for r in sorted(rows, key=lambda r: (r["dtype"], r["traffic_mb"], r["shape"])):
+        cc = r.get("crosscheck") or {}
+        if r["gbps"] is None:
+            lines.append([r["shape"], r["dtype"], f"{r['traffic_mb']:.0f}", "-", "FAILED", "-", "-", "-", "-",
+                          r["status"]])
+            continue
+        lines.append([r["shape"], r["dtype"], f"{r['traffic_mb']:.0f}", f"{r['median_us']:.1f}", f"{r['gbps']:.0f}",
+                      f"{r['pct_peak']:.1f}" if r["pct_peak"] is not None else "-", f"{r['iqr_pct']:.1f}",
+                      f"{cc['do_bench_gbps']:.0f}" if cc.get("available") else "-",
+                      f"{cc['ratio']:.3f}" if cc.get("available") else "-", r.get("note") or ""])
+    widths = [max(len(str(l[c])) for l in lines) for c in range(len(head))]
+    out = ["  ".join(str(c).rjust(w) if k < len(head) - 1 else str(c) for k, (c, w) in enumerate(zip(l, widths))).rstrip()
+           for l in lines]
+    out.insert(1, "  ".join("-" * w for w in widths[:-1]) + "  ----")
     return "\n".join(out)
 
 
 def write_csv(rows, path):
     cols = ["shape", "dtype", "sweeps", "numel", "traffic_mb", "impl", "status", "median_us", "gbps",
-            "pct_peak", "vs_torch", "iqr_pct"]
+            "pct_peak", "vs_torch", "iqr_pct", "note"]
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
 
 
-def plot(rows, path, impls, peak=PEAK_GBPS, title="relu-flydsl ladder"):
-    """GB/s against total traffic, one line per implementation, torch dashed, peak drawn."""
+def plot(rows, path, impls, peak=PEAK_GBPS, title="relu-flydsl ladder", peak_label=PEAK_LABEL):
+    """GB/s against total traffic: one panel per dtype (a bf16 and an f32 point are never
+    joined), one line per implementation, torch dashed, the peak of the device it assumes
+    drawn and named (`peak_label`; no line when peak is None). Returns {dtype: line labels}."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(9, 5.5))
-    for impl in impls:
-        pts = sorted((r["traffic_mb"], r["gbps"]) for r in rows if r["impl"] == impl and r["gbps"])
-        if not pts:
-            continue
-        xs, ys = zip(*pts)
-        style = dict(color="black", linestyle="--", linewidth=2) if impl == TORCH else dict(marker="o")
-        ax.plot(xs, ys, label=impl if impl != TORCH else "torch (clamp into out)", **style)
-    ax.axhline(peak, color="red", linestyle=":", label=f"peak {peak:.0f} GB/s")
-    ax.set_xscale("log")
-    ax.set_xlabel("total traffic, MB (2 x numel x element size)")
-    ax.set_ylabel("GB/s (median of rounds)")
-    ax.set_ylim(0, peak * 1.08)
-    ax.set_title(title)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(loc="lower right")
+    dtypes = list(dict.fromkeys(r["dtype"] for r in rows))
+    fig, axes = plt.subplots(1, max(1, len(dtypes)), figsize=(1.5 + 6 * max(1, len(dtypes)), 5.5), sharey=True,
+                             squeeze=False)
+    top = max([peak or 0] + [r["gbps"] for r in rows if r["gbps"]])
+    drawn = {}
+    for ax, dtype in zip(axes[0], dtypes):
+        for impl in impls:
+            pts = sorted((r["traffic_mb"], r["gbps"]) for r in rows
+                         if r["impl"] == impl and r["dtype"] == dtype and r["gbps"])
+            if not pts:
+                continue
+            xs, ys = zip(*pts)
+            style = dict(color="black", linestyle="--", linewidth=2, marker="s") if impl == TORCH else dict(marker="o")
+            ax.plot(xs, ys, label=impl if impl != TORCH else "torch (clamp into out)", **style)
+        if peak:
+            ax.axhline(peak, color="red", linestyle=":", label=peak_label)
+        ax.set_xscale("log")
+        ax.set_xlabel("total traffic, MB (2 x numel x element size)")
+        ax.set_title(dtype)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(loc="lower right")
+        drawn[dtype] = [ln.get_label() for ln in ax.get_lines()]
+    axes[0][0].set_ylabel("GB/s (median of rounds)")
+    axes[0][0].set_ylim(0, top * 1.08)
+    fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+    return drawn
 
 
 class Progress:
@@ -270,16 +321,8 @@ def _torch():
     return torch
 
 
-def bits(t):
-    torch = _torch()
-    return t.view(getattr(torch, _INT_VIEW[str(t.dtype).removeprefix("torch.")]))
-
-
-def bit_rule(x):
-    """The reference: y = +0.0 if x < 0 else x, on the bits. torch.where copies the
-    selected element, so NaN payloads, -0.0 and denormals keep their exact bits."""
-    torch = _torch()
-    return torch.where(x < 0, torch.zeros_like(x), x)
+bits = relu_semantics.bits            # the element bits as integers, flattened
+bit_rule = relu_semantics.bit_rule    # y = +0.0 if x < 0 else x, on the bits
 
 
 def check_input(numel, dtype, device, seed=0):
@@ -301,15 +344,9 @@ def guarded(numel, dtype, device):
     return buf[GUARD:GUARD + numel], buf
 
 
-def check_output(x, out, buf, x_before=None):
-    """Failures (list of strings) of one call's result; [] when correct."""
+def _guard_and_input(x, buf, x_before):
     torch = _torch()
-    fails = []
-    n = x.numel()
-    ref = bit_rule(x.reshape(-1))
-    if not torch.equal(bits(out.reshape(-1)), bits(ref)):
-        wrong = int((bits(out.reshape(-1)) != bits(ref)).sum())
-        fails.append(f"numel {n}: {wrong} elements differ from the bit rule")
+    fails, n = [], x.numel()
     sentinel = torch.full((GUARD,), SENTINEL, dtype=buf.dtype, device=buf.device)
     if not (torch.equal(bits(buf[:GUARD]), bits(sentinel)) and torch.equal(bits(buf[GUARD + n:]), bits(sentinel))):
         fails.append(f"numel {n}: guard region overwritten")
@@ -318,8 +355,31 @@ def check_output(x, out, buf, x_before=None):
     return fails
 
 
-def check_impl(call, dtype, device, sizes=CHECK_SIZES):
-    """Run call(x, out) on the check inputs; list of failures ([] = correct)."""
+def check_output(x, out, buf, x_before=None):
+    """Failures (list of strings) of one call's result under the bit rule; [] when correct.
+    This is the rungs' gate."""
+    torch = _torch()
+    fails = []
+    n = x.numel()
+    ref = bit_rule(x.reshape(-1))
+    if not torch.equal(bits(out.reshape(-1)), bits(ref)):
+        wrong = int((bits(out.reshape(-1)) != bits(ref)).sum())
+        fails.append(f"numel {n}: {wrong} elements differ from the bit rule")
+    return fails + _guard_and_input(x, buf, x_before)
+
+
+def check_output_torch(x, out, buf, x_before=None, diff=None):
+    """The torch baseline's check, as torch specifies relu: values equal to max(x, 0) with
+    +0.0 == -0.0, NaN exactly where x is NaN, guards and input untouched. Where its bits
+    differ from the bit rule (sign of zero, NaN payloads) `diff` (a Differences) counts it:
+    a note, not a failure. Wrong values fail."""
+    fails = relu_semantics.value_failures(x, out)
+    if diff is not None and not fails:
+        diff.add(x, out)
+    return fails + _guard_and_input(x, buf, x_before)
+
+
+def _run_checks(call, dtype, device, sizes, checker):
     fails = []
     for n in sizes:
         x = check_input(n, dtype, device, seed=n)
@@ -332,8 +392,21 @@ def check_impl(call, dtype, device, sizes=CHECK_SIZES):
             continue
         if device != "cpu":
             _torch().cuda.synchronize()
-        fails += check_output(x, out, buf, x_before)
+        fails += checker(x, out, buf, x_before)
     return fails
+
+
+def check_impl(call, dtype, device, sizes=CHECK_SIZES):
+    """Run call(x, out) on the check inputs under the bit rule; list of failures ([] = correct)."""
+    return _run_checks(call, dtype, device, sizes, check_output)
+
+
+def check_baseline(call, dtype, device, sizes=CHECK_SIZES):
+    """(failures, Differences): the torch baseline on the same inputs, checked as torch
+    specifies relu (check_output_torch); the Differences say where it departs from the bit rule."""
+    diff = relu_semantics.Differences(dtype)
+    fails = _run_checks(call, dtype, device, sizes, lambda x, out, buf, xb: check_output_torch(x, out, buf, xb, diff))
+    return fails, diff
 
 
 def flydsl_path_ran(stats_before, stats_after, rung, dtype):
@@ -395,28 +468,86 @@ def _impl_call(mod, impl):
     return lambda x, out: mod.relu(x, out=out, rung=impl)
 
 
-def run_gpu(args):
+DEVICE = "cuda"  # torch's name for the GPU, CUDA or ROCm; tests run the GPU path on "cpu"
+
+
+def _device_name():
+    return _torch().cuda.get_device_name(0) if DEVICE != "cpu" else "cpu"
+
+
+def _sync():
+    if DEVICE != "cpu":
+        _torch().cuda.synchronize()
+
+
+def any_gpu():
+    """(True, name) if torch sees a GPU (CUDA or ROCm), else (False, why not)."""
     torch = _torch()
-    mod = load_relu(args.variant)
-    impls = list(args.rungs) + [TORCH]
-    device = "cuda"
+    if not torch.cuda.is_available():
+        build = f"ROCm {torch.version.hip}" if torch.version.hip else (
+            f"CUDA {torch.version.cuda}" if torch.version.cuda else "CPU-only")
+        return False, f"torch {torch.__version__} ({build} build) sees no CUDA or ROCm GPU"
+    return True, torch.cuda.get_device_name(0)
+
+
+def peak_for(device_name, gfx950=False):
+    """(GB/s, label) of the peak line the report assumes; (None, reason) when none is known."""
+    if gfx950:
+        return PEAK_GBPS, PEAK_LABEL
+    for key, gb, label in PEAKS:
+        if key in device_name:
+            return gb, label
+    return None, f"no peak known for {device_name}"
+
+
+def crosscheck(fn, harness_seconds, traffic):
+    """The harness's median against an independent timer, triton.testing.do_bench (median,
+    L2 flushed between runs), on the same call and buffers. ratio = harness GB/s / do_bench GB/s."""
+    try:
+        from triton.testing import do_bench
+    except Exception as e:  # noqa: BLE001 - no Triton (or a broken one): say so, time nothing
+        return {"available": False, "reason": f"triton.testing is not importable ({type(e).__name__}: {e})"}
+    ms = do_bench(fn, return_mode="median")
+    return {"available": True, "timer": "triton.testing.do_bench(return_mode='median')", "do_bench_us": ms * 1e3,
+            "do_bench_gbps": gbps(traffic, ms / 1e3), "harness_us": harness_seconds * 1e6,
+            "ratio": ms / 1e3 / harness_seconds}
+
+
+def run_gpu(args, baseline=False):
+    """Correctness, then timing. baseline=True: torch only, on any GPU torch sees (no FlyDSL)."""
+    torch = _torch()
+    if baseline:
+        mod, impls = None, [TORCH]
+    else:
+        mod = load_relu(args.variant)
+        impls = list(args.rungs) + [TORCH]
+    device = DEVICE
+    peak, _ = args.peak
     all_cases = cases(tuple(args.dtypes), tuple(args.sweeps))
-    print(f"device: {torch.cuda.get_device_name(0)}; torch {torch.__version__}; "
+    print(f"device: {_device_name()}; torch {torch.__version__}; "
           f"{len(all_cases)} cases x {len(impls)} implementations; {args.rounds} rounds of "
           f"{args.warmup} warm-ups + {args.iters} timed launches; median reported")
 
-    # 1. correctness before any timing
-    failed = {}  # (impl, dtype) -> reason
+    # 1. correctness before any timing: rungs on the bit rule, torch as torch specifies relu
+    failed, check_notes = {}, {}  # (impl, dtype) -> reason; dtype -> torch's departure from the bit rule
     for dtype in args.dtypes:
         for impl in impls:
-            before = mod.dispatch_stats()
-            fails = check_impl(_impl_call(mod, impl), dtype, device)
-            if impl != TORCH:
+            if impl == TORCH:
+                fails, diff = check_baseline(_impl_call(mod, impl), dtype, device)
+                if diff.any:
+                    check_notes[dtype] = diff.note()
+                how = "values as torch specifies relu: +0.0 == -0.0, NaN where NaN; guards; input"
+            else:
+                before = mod.dispatch_stats()
+                fails = check_impl(_impl_call(mod, impl), dtype, device)
                 why = flydsl_path_ran(before, mod.dispatch_stats(), impl, dtype)
                 if why:
                     fails.append(why)
-            status = "ok" if not fails else "FAILED: " + "; ".join(fails[:3])
+                how = "bit rule; guards; input; FlyDSL path"
+            status = f"ok [{how}]" if not fails else "FAILED: " + "; ".join(fails[:3])
             print(f"check {impl:5s} {dtype:8s} {status}")
+            if impl == TORCH and dtype in check_notes and not fails:
+                print(f"      {check_notes[dtype]}")
             if fails:
                 failed[(impl, dtype)] = "; ".join(fails[:3])
 
@@ -432,50 +563,86 @@ def run_gpu(args):
             out, buf = guarded(case.numel, case.dtype, device)
             bufs[impl] = (x0.clone(), out.view(case.shape), buf, x0)
         calls = {i: _bind(_impl_call(mod, i), bufs[i][0], bufs[i][1]) for i in live}
-        stats_before = mod.dispatch_stats()
+        stats_before = mod.dispatch_stats() if mod else {}
         samples = collect_samples(live, lambda i: time_launches(calls[i], args.iters, args.warmup),
                                   args.rounds, bar)
-        torch.cuda.synchronize()
-        stats_after = mod.dispatch_stats()
+        _sync()
+        stats_after = mod.dispatch_stats() if mod else {}
+        notes = {}
         for impl in live:  # the timed buffers are guarded and checked too
             x, out, buf, x_before = bufs[impl]
-            fails = check_output(x, out, buf, x_before)
-            if impl != TORCH:
+            if impl == TORCH:
+                diff = relu_semantics.Differences(case.dtype)
+                fails = check_output_torch(x, out, buf, x_before, diff)
+                notes[impl] = diff.note()
+            else:
+                fails = check_output(x, out, buf, x_before)
                 key = f"flydsl/{impl}/{case.dtype}"
                 if stats_after.get(key, 0) - stats_before.get(key, 0) != args.rounds * (args.iters + args.warmup):
                     fails.append(f"not every timed call took {key}")
             if fails:
                 case_failed[impl] = "; ".join(fails[:3])
                 samples.pop(impl, None)
-        rows += summarize(case, samples, case_failed)
+        case_rows = summarize(case, samples, case_failed, peak=peak, notes=notes)
+        for r in case_rows:
+            if r["impl"] == TORCH and r["gbps"] is not None:
+                r["crosscheck"] = crosscheck(calls[TORCH], r["median_us"] / 1e6, case.traffic)
+        rows += case_rows
         del bufs, calls, x0
-        torch.cuda.empty_cache()
+        if DEVICE != "cpu":
+            torch.cuda.empty_cache()
     bar.close()
-    return rows, impls
+    return rows, impls, check_notes
 
 
 def _bind(call, x, out):
     return lambda: call(x, out)
 
 
-def gpu_main(args):
-    rows, impls = run_gpu(args)
+def gpu_main(args, baseline=False):
+    gpu = _device_name()
+    args.peak = peak_for(gpu, gfx950=not baseline)
+    rows, impls, check_notes = run_gpu(args, baseline)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    stem = "baseline" if baseline else "ladder"
     meta = environment()
-    meta.update(method=f"device events around {args.iters} launches after {args.warmup} warm-ups; median of "
+    observed = relu_semantics.observe_torch(DEVICE)  # what torch does to -0.0, NaN payloads, denormals here
+    peak, peak_label = args.peak
+    meta.update(mode="baseline" if baseline else "gpu",
+                method=f"device events around {args.iters} launches after {args.warmup} warm-ups; median of "
                        f"{args.rounds} rounds round-robin; GB/s = 2 x numel x element size / time",
-                peak_gbps=PEAK_GBPS, command=" ".join([Path(sys.executable).name] + sys.argv))
-    (out / "ladder.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
-    write_csv(rows, out / "ladder.csv")
-    plot(rows, out / "ladder.png", impls, title=f"relu-flydsl ladder on {meta.get('gpu', 'gfx950')}")
+                checks={"rungs": "bit rule y = +0.0 if x < 0 else x on the bits; guards; input; FlyDSL path",
+                        TORCH: "values equal to max(x, 0) with +0.0 == -0.0; NaN where x is NaN; guards; input; "
+                               "departures from the bit rule reported as notes"},
+                torch_check_notes=check_notes, torch_relu_observed=observed,
+                peak_gbps=peak, peak_label=peak_label, command=" ".join([Path(sys.executable).name] + sys.argv))
+    (out / f"{stem}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+    write_csv(rows, out / f"{stem}.csv")
+    what = "torch baseline" if baseline else "relu-flydsl ladder"
+    try:
+        plot(rows, out / f"{stem}.png", impls, peak=peak, peak_label=peak_label, title=f"{what} on {gpu}")
+        png = f", {stem}.png"
+    except ImportError as e:
+        png = f" (no {stem}.png: {e})"
     print()
-    print("GB/s (median of rounds); peak 8000 GB/s")
-    print(ladder_table(rows, impls))
+    print(f"GB/s (median of rounds); {peak_label}")
+    print(baseline_table(rows) if baseline else ladder_table(rows, impls))
+    ccs = [r for r in rows if (r.get("crosscheck") or {}).get("available")]
+    if ccs:
+        ratios = [r["crosscheck"]["ratio"] for r in ccs]
+        print(f"\ncross-check, torch: harness GB/s / triton.testing.do_bench GB/s (median, L2 flushed) = "
+              f"{statistics.median(ratios):.3f} (median of {len(ratios)} cases, range {min(ratios):.3f}..{max(ratios):.3f})")
+    else:
+        why = next((r["crosscheck"]["reason"] for r in rows if r.get("crosscheck")), "torch was not timed")
+        print(f"\ncross-check unavailable: {why}")
+    print(f"\nwhat torch does on this device (bits; {observed['device']}):")
+    for op, obs in observed["ops"].items():
+        print(f"  {op}: {relu_semantics.summary(obs)}")
     bad = sorted({r["impl"] for r in rows if r["gbps"] is None})
     if bad:
         print(f"\nnot reported (failed correctness): {', '.join(bad)}")
-    print(f"\nwrote {out}/ladder.json, ladder.csv, ladder.png")
+    print(f"\nwrote {out}/{stem}.json, {stem}.csv{png}")
     return 1 if bad else 0
 
 
@@ -691,7 +858,8 @@ def nogpu_main(args, why):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default=str(ROOT / "results"), help="results folder (default results/)")
-    p.add_argument("--mode", choices=("auto", "gpu", "nogpu"), default="auto")
+    p.add_argument("--mode", choices=("auto", "gpu", "nogpu", "baseline"), default="auto",
+                   help="auto: gpu on a gfx950, else nogpu; baseline: torch only, on any GPU")
     p.add_argument("--rungs", nargs="+", default=list(RUNGS), choices=RUNGS)
     p.add_argument("--dtypes", nargs="+", default=["bfloat16"], choices=sorted(ELEMENT_BYTES))
     p.add_argument("--sweeps", nargs="+", default=["shapes", "band"], choices=("shapes", "band"))
@@ -706,6 +874,15 @@ def main(argv=None):
         s = SECTIONS[args.section]()
         print("@@SECTION@@" + json.dumps(asdict(s)))
         return 0
+    if args.mode == "baseline":
+        has_gpu, what = any_gpu()
+        if not has_gpu:
+            print(f"ladder.py --mode baseline: NO GPU HERE: {what}. Nothing was timed.\n"
+                  "The baseline mode times torch's relu on a CUDA or ROCm GPU. On this machine run\n"
+                  "    python benchmarks/ladder.py\n"
+                  "for the no-GPU report.", file=sys.stderr)
+            return 2
+        return gpu_main(args, baseline=True)
     ok, why = gfx950_device()
     if args.mode == "gpu" and not ok:
         p.error(f"--mode gpu needs a gfx950 device: {why}")

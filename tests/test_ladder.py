@@ -1,0 +1,233 @@
+"""benchmarks/ladder.py's torch baseline (issue 11): torch is checked as torch specifies relu,
+its departures from the bit rule are notes, wrong values are still refused; the baseline mode,
+its cross-check and report, on CPU with fake timings. The rungs' bit-rule gate is tested in
+tests/test_benchmarks.py and is unchanged."""
+
+import json
+import sys
+import types
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import ladder  # noqa: E402
+import relu_semantics as rs  # noqa: E402
+
+DTYPES = ["float32", "float16", "bfloat16"]
+SMALL = (1, 7, 8, 1000, 4257)
+
+
+def _neg_zero_count(dtype, sizes=SMALL):
+    n = 0
+    for size in sizes:
+        x = ladder.check_input(size, dtype, "cpu", seed=size)
+        n += int(((x == 0) & torch.signbit(x)).sum())
+    return n
+
+
+def _max_zero(x, out):  # as torch on an NVIDIA GPU: -0.0 -> +0.0, NaN bits kept
+    torch.where(x == 0, torch.zeros_like(x), ladder.bit_rule(x), out=out)
+
+
+def _canonical_nan(x, out):  # a baseline that rewrites every NaN to the default NaN
+    out.copy_(ladder.bit_rule(x))
+    out[torch.isnan(out)] = float("nan")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_torch_check_accepts_neg_zero_to_pos_zero_and_notes_it(dtype):
+    fails, diff = ladder.check_baseline(_max_zero, dtype, "cpu", SMALL)
+    assert fails == []
+    n, total = _neg_zero_count(dtype), sum(SMALL)
+    assert n > 0
+    assert diff.note() == f"torch on this device: -0.0 -> +0.0 in {n} of {total} elements"
+    # the rungs' gate refuses the same result
+    assert any("differ from the bit rule" in f for f in ladder.check_impl(_max_zero, dtype, "cpu", SMALL))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_torch_check_accepts_rewritten_nan_payloads_and_notes_them(dtype):
+    fails, diff = ladder.check_baseline(_canonical_nan, dtype, "cpu", SMALL)
+    assert fails == []
+    assert "NaN bits changed in" in diff.note() and "-0.0" not in diff.note()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_torch_check_of_the_bit_rule_has_no_note(dtype):
+    fails, diff = ladder.check_baseline(lambda x, out: out.copy_(ladder.bit_rule(x)), dtype, "cpu", SMALL)
+    assert fails == [] and diff.note() == "" and not diff.any
+
+
+def _identity(x, out):
+    out.copy_(x)
+
+
+def _nan_to_zero(x, out):
+    out.copy_(ladder.bit_rule(x))
+    out[torch.isnan(out)] = 0
+
+
+def _nan_for_one(x, out):
+    out.copy_(ladder.bit_rule(x))
+    out[-1] = float("nan") if not torch.isnan(x[-1]) else 1.0
+
+
+def _off_value(x, out):
+    out.copy_(ladder.bit_rule(x))
+    pos = (out > 0) & torch.isfinite(out)
+    out[pos] = out[pos] * 2
+
+
+def _write_past_end(x, out):
+    out.copy_(ladder.bit_rule(x))
+    out.as_strided((out.numel() + 1,), (1,))[-1] = 1.0
+
+
+def _clobber_input(x, out):
+    out.copy_(ladder.bit_rule(x))
+    x.zero_()
+
+
+def _raises(x, out):
+    raise RuntimeError("launch failed")
+
+
+@pytest.mark.parametrize("bad, expect", [
+    (_identity, "values differ"),            # negatives not zeroed
+    (_off_value, "values differ"),
+    (_nan_to_zero, "did not give NaN"),      # the upstream kernels-community/relu behaviour
+    (_nan_for_one, "gave NaN"),
+    (_write_past_end, "guard"),
+    (_clobber_input, "input modified"),
+    (_raises, "raised"),
+])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_torch_check_still_refuses_wrong_values(bad, expect, dtype):
+    fails, _ = ladder.check_baseline(bad, dtype, "cpu", SMALL)
+    assert fails and any(expect in f for f in fails), fails
+
+
+def test_differences_note_wording():
+    x = torch.tensor([-0.0] * 3 + [1.0] * 997)
+    out = torch.relu(x).abs()  # +0.0 for the three -0.0
+    d = rs.Differences("float32").add(x, out)
+    assert d.note() == "torch on this device: -0.0 -> +0.0 in 3 of 1000 elements"
+    x = torch.tensor([-2.0, 0.0])
+    d = rs.Differences("float32").add(x, torch.tensor([-0.0, -0.0]))
+    assert "-0.0 returned for +0.0 in 2 of 2" in d.note()
+
+
+# ---- report: notes in rows, table, CSV, JSON -------------------------------------------
+def test_note_reaches_row_table_and_csv(tmp_path):
+    case = ladder.Case((8192, 8192), "bfloat16", ("shapes",))
+    note = "torch on this device: -0.0 -> +0.0 in 3 of 67108864 elements"
+    rows = ladder.summarize(case, {"v5": [1e-4] * 3, "torch": [2e-4] * 3}, notes={"torch": note})
+    by = {r["impl"]: r for r in rows}
+    assert by["torch"]["note"] == note and by["torch"]["gbps"] > 0 and by["v5"]["note"] is None
+    assert by["v5"]["vs_torch"] == pytest.approx(2.0)  # the baseline still gives the ratio
+    table = ladder.ladder_table(rows, ["v5", "torch"])
+    assert "[1]" in table and f"[1] torch, 8192x8192 bfloat16: {note}" in table and "2.00x" in table
+    ladder.write_csv(rows, tmp_path / "l.csv")
+    assert note in (tmp_path / "l.csv").read_text()
+    json.dumps(rows)
+
+
+def test_summarize_without_a_known_peak_gives_no_percent():
+    case = ladder.Case((8192, 8192), "float32", ("shapes",))
+    (row,) = ladder.summarize(case, {"torch": [1e-4]}, peak=None)
+    assert row["pct_peak"] is None and row["gbps"] > 0
+
+
+def test_peak_is_named_for_its_device():
+    assert ladder.peak_for("anything", gfx950=True) == (8000.0, "MI350X peak 8 TB/s (reference)")
+    gb, label = ladder.peak_for("NVIDIA H200")
+    assert gb == 4800.0 and label.startswith("H200 peak")
+    assert ladder.peak_for("NVIDIA A100-SXM4-80GB")[0] is None
+
+
+def test_plot_has_one_panel_per_dtype_and_a_named_peak(tmp_path):
+    pytest.importorskip("matplotlib", reason="matplotlib not installed: the PNG plot cannot be drawn")
+    rows = []
+    for dtype in ("bfloat16", "float32"):
+        for shape in [(4096, 8192), (8192, 8192)]:
+            rows += ladder.summarize(ladder.Case(shape, dtype, ("band",)), {"v5": [2e-5], "torch": [4e-5]})
+    drawn = ladder.plot(rows, tmp_path / "p.png", ["v5", "torch"])
+    assert set(drawn) == {"bfloat16", "float32"}
+    for labels in drawn.values():
+        assert labels == ["v5", "torch (clamp into out)", "MI350X peak 8 TB/s (reference)"]
+    assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# ---- cases without `kernels` ----------------------------------------------------------
+def test_cases_need_no_kernels(monkeypatch):
+    kernels = pytest.importorskip("kernels", reason="kernels not installed: benchmark.py cannot be imported to compare")
+    del kernels
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import benchmark
+
+    for name in ("kernels", "kernels.benchmark", "benchmark"):
+        monkeypatch.setitem(sys.modules, name, None)  # any import of them now fails
+    shapes = ladder.bench_shapes()
+    assert shapes == {"POST_SHAPES": benchmark.POST_SHAPES, "CACHE_BAND_SHAPES": benchmark.CACHE_BAND_SHAPES}
+    assert len(ladder.cases(("bfloat16", "float32"), ("shapes",))) == 8
+
+
+# ---- the cross-check and the baseline mode ----------------------------------------------
+def test_crosscheck_ratio(monkeypatch):
+    testing = types.SimpleNamespace(do_bench=lambda fn, return_mode: (fn(), 2.0)[1])  # 2 ms per call
+    monkeypatch.setitem(sys.modules, "triton", types.SimpleNamespace(testing=testing))
+    monkeypatch.setitem(sys.modules, "triton.testing", testing)
+    calls = []
+    cc = ladder.crosscheck(lambda: calls.append(1), 1e-3, 4e9)
+    assert calls and cc["available"] and cc["ratio"] == pytest.approx(2.0)  # harness 1 ms, do_bench 2 ms
+    assert cc["do_bench_gbps"] == pytest.approx(2000.0)
+    monkeypatch.setitem(sys.modules, "triton", None)
+    monkeypatch.setitem(sys.modules, "triton.testing", None)
+    cc = ladder.crosscheck(lambda: None, 1e-3, 4e9)
+    assert not cc["available"] and "not importable" in cc["reason"]
+
+
+def test_baseline_mode_without_a_gpu_says_so(capsys):
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible: the no-GPU refusal cannot be exercised here")
+    assert ladder.main(["--mode", "baseline"]) == 2
+    err = capsys.readouterr().err
+    assert "NO GPU HERE" in err and "Nothing was timed" in err
+
+
+def test_baseline_mode_end_to_end_on_cpu(tmp_path, monkeypatch, capsys):
+    """The GPU code path of --mode baseline with DEVICE = "cpu" and a fake timer: CPU torch
+    rewrites bf16 NaN payloads in large tensors, so bf16 rows must carry a note and still a time."""
+    monkeypatch.setattr(ladder, "DEVICE", "cpu")
+    monkeypatch.setattr(ladder, "any_gpu", lambda: (True, "cpu"))
+    monkeypatch.setattr(ladder, "bench_shapes", lambda: {"POST_SHAPES": ((64, 256), (32, 128)), "CACHE_BAND_SHAPES": ()})
+    monkeypatch.setattr(ladder, "CHECK_SIZES", SMALL)
+    monkeypatch.setattr(ladder.check_baseline, "__defaults__", (SMALL,))
+    ran = []
+
+    def fake_time(fn, iters, warmup):
+        fn()
+        ran.append(1)
+        return 1e-5
+
+    monkeypatch.setattr(ladder, "time_launches", fake_time)
+    monkeypatch.setattr(rs.observe, "__defaults__", (rs.DTYPES, 256))
+    rc = ladder.main(["--mode", "baseline", "--dtypes", "bfloat16", "float32", "--sweeps", "shapes",
+                      "--rounds", "3", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert len(ran) == 2 * 2 * 3
+    doc = json.loads((tmp_path / "baseline.json").read_text())
+    rows = doc["rows"]
+    assert {r["impl"] for r in rows} == {"torch"} and all(r["gbps"] for r in rows)
+    bf = [r for r in rows if r["dtype"] == "bfloat16"]
+    assert all(r["note"] and "NaN bits changed" in r["note"] for r in bf)  # CPU's vectorized bf16 path
+    assert doc["meta"]["mode"] == "baseline" and doc["meta"]["peak_gbps"] is None
+    assert set(doc["meta"]["torch_relu_observed"]["ops"]) == {"torch.relu", "torch.clamp(min=0, out=)"}
+    assert all("crosscheck" in r for r in rows)
+    assert "check torch bfloat16 ok" in out and "NaN bits changed" in out
+    assert ("cross-check unavailable" in out) or ("cross-check, torch" in out)
+    assert "what torch does on this device" in out
