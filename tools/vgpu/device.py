@@ -1,10 +1,13 @@
-"""The virtual gfx950: loads the stand-in HIP library, receives FlyDSL's code
-objects and launches through ctypes callbacks, and runs them on the emulator
-over host memory checked against the registered allocations."""
+"""The virtual gfx950 devices: loads the stand-in HIP library, receives FlyDSL's
+code objects and launches through ctypes callbacks, and runs them on the emulator
+over host memory checked against the registered allocations of the launch's
+device (one allocation registry per device)."""
 
 import ctypes
 import itertools
+import threading
 import traceback
+from collections import namedtuple
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,14 +19,38 @@ from .emulator import STRADDLE_MODELS, Emulator, Program
 from .memory import Memory, OutOfBounds
 
 HIP_SUCCESS = 0
+HIP_ERROR_INVALID_VALUE = 1
+HIP_ERROR_INVALID_DEVICE = 101
 HIP_ERROR_INVALID_IMAGE = 200
+HIP_ERROR_INVALID_RESOURCE_HANDLE = 400
+HIP_ERROR_ILLEGAL_STATE = 401
 HIP_ERROR_LAUNCH_FAILURE = 719
+HIP_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900
+HIP_ERROR_STREAM_CAPTURE_INVALIDATED = 901
+HIP_ERROR_STREAM_CAPTURE_IMPLICIT = 906
+HIP_ERROR_STREAM_CAPTURE_WRONG_THREAD = 908
+
+# hipStreamCaptureStatus and hipStreamCaptureMode
+CAPTURE_NONE, CAPTURE_ACTIVE, CAPTURE_INVALIDATED = 0, 1, 2
+CAPTURE_MODE_GLOBAL, CAPTURE_MODE_THREAD_LOCAL, CAPTURE_MODE_RELAXED = 0, 1, 2
 
 _LOAD_CB = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_uint64)
 _LAUNCH_CB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int64, ctypes.c_char_p,
                               ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32,
                               ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32,
-                              ctypes.c_uint32, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_void_p)
+                              ctypes.c_uint32, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int)
+_ARGS_CB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int64, ctypes.c_char_p, ctypes.POINTER(ctypes.c_uint32),
+                            ctypes.c_int)
+
+Attempt = namedtuple("Attempt", "stream result device")
+
+
+class HipError(RuntimeError):
+    """A HIP call of the stand-in failed; `code` is the hipError_t."""
+
+    def __init__(self, call, code):
+        self.call, self.code = call, code
+        super().__init__(f"{call} returned {code}")
 
 
 class DeviceError(Exception):
@@ -45,6 +72,7 @@ class LaunchRecord:
     cache_bits: dict = field(default_factory=dict)
     range_dropped: int = 0
     instructions: int = 0
+    device: int = 0          # the virtual device it ran on (its stream's device)
 
 
 class VirtualGPU:
@@ -61,10 +89,29 @@ class VirtualGPU:
         L.vgpu_get_function_count.restype = ctypes.c_uint64
         L.vgpu_launch_result.argtypes = [ctypes.c_uint64]
         L.vgpu_fail_launches.argtypes = [ctypes.c_int, ctypes.c_int]
+        L.vgpu_foreign_get_function_count.restype = ctypes.c_uint64
+        L.vgpu_launch_device.argtypes = [ctypes.c_uint64]
+        L.vgpu_stream_device.argtypes = [ctypes.c_void_p]
+        L.vgpu_graph_node_count.argtypes = [ctypes.c_void_p]
+        for name, args in (("hipSetDevice", [ctypes.c_int]), ("hipGetDevice", [ctypes.POINTER(ctypes.c_int)]),
+                           ("hipGetDeviceCount", [ctypes.POINTER(ctypes.c_int)]),
+                           ("hipStreamCreate", [ctypes.POINTER(ctypes.c_void_p)]),
+                           ("hipStreamDestroy", [ctypes.c_void_p]),
+                           ("hipStreamBeginCapture", [ctypes.c_void_p, ctypes.c_int]),
+                           ("hipStreamEndCapture", [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]),
+                           ("hipStreamIsCapturing", [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]),
+                           ("hipGraphInstantiate", [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p,
+                                                    ctypes.c_char_p, ctypes.c_size_t]),
+                           ("hipGraphLaunch", [ctypes.c_void_p, ctypes.c_void_p]),
+                           ("hipGraphDestroy", [ctypes.c_void_p]), ("hipGraphExecDestroy", [ctypes.c_void_p])):
+            getattr(L, name).argtypes = args
+            getattr(L, name).restype = ctypes.c_int
         self._load_cb = _LOAD_CB(self._on_load)
         self._launch_cb = _LAUNCH_CB(self._on_launch)
-        L.vgpu_set_callbacks(self._load_cb, self._launch_cb)
-        self.memory = Memory()
+        self._args_cb = _ARGS_CB(self._on_args)
+        L.vgpu_set_callbacks(self._load_cb, self._launch_cb, self._args_cb)
+        self.memories = [Memory()]  # allocation registry of each device
+        self._emulating = threading.RLock()  # one emulated launch at a time (shared registries)
         self.straddle = "dword"
         self.modules = {}          # id -> CodeObject
         self.programs = {}         # (module id, kernel) -> Program
@@ -82,16 +129,33 @@ class VirtualGPU:
         if others:
             raise RuntimeError(f"another {SONAME} is already loaded in this process: {sorted(others)}")
 
-    # ------------------------------------------------------------------ test API
-    def register(self, tensor_or_addr, nbytes=None, name="tensor", writable=True, guard=False, owner=None):
-        """Declare live device memory: a torch tensor (its exact extent) or (addr, nbytes)."""
+    # ------------------------------------------------------------------ memory
+    @property
+    def memory(self):
+        """Device 0's allocation registry (the only one of a single-device test)."""
+        return self.memories[0]
+
+    def _add(self, device, base, size, name, writable=True, guard=False, owner=None):
+        """Register [base, base + size) on `device`; one address belongs to one device."""
+        if not 0 <= device < len(self.memories):
+            raise ValueError(f"device {device} does not exist (device count {len(self.memories)})")
+        for d, m in enumerate(self.memories):
+            if d != device:
+                for r in m.regions:
+                    if base < r.end and r.base < base + size:
+                        raise ValueError(f"region {name} [0x{base:x}, +{size}) overlaps {r.name} of device {d}")
+        return self.memories[device].add(base, size, name, writable, guard, owner=owner)
+
+    def register(self, tensor_or_addr, nbytes=None, name="tensor", writable=True, guard=False, owner=None,
+                 device=0):
+        """Declare live memory of `device`: a torch tensor (its exact extent) or (addr, nbytes)."""
         if nbytes is None:
             t = tensor_or_addr
-            return self.memory.add(t.data_ptr(), t.numel() * t.element_size(), name, writable, guard, owner=t)
-        return self.memory.add(tensor_or_addr, nbytes, name, writable, guard, owner=owner)
+            return self._add(device, t.data_ptr(), t.numel() * t.element_size(), name, writable, guard, owner=t)
+        return self._add(device, int(tensor_or_addr), int(nbytes), name, writable, guard, owner=owner)
 
-    def guarded(self, shape, dtype, guard_bytes=256, sentinel=0xA5, offset_elems=0, name="out"):
-        """A tensor inside a sentinel-filled buffer; the bytes around it are
+    def guarded(self, shape, dtype, guard_bytes=256, sentinel=0xA5, offset_elems=0, name="out", device=0):
+        """A tensor inside a sentinel-filled buffer of `device`; the bytes around it are
         registered as guard regions. Returns (view, whole buffer)."""
         import torch
 
@@ -102,35 +166,153 @@ class VirtualGPU:
         buf = torch.full((total,), sentinel, dtype=torch.uint8)
         view = buf[pre:pre + numel * esize].view(dtype).view(shape)
         base = buf.data_ptr()
-        self.memory.add(base, pre, f"{name}-guard-before", guard=True, owner=buf)
+        self._add(device, base, pre, f"{name}-guard-before", guard=True, owner=buf)
         if numel:
-            self.memory.add(base + pre, numel * esize, name, owner=buf)
-        self.memory.add(base + pre + numel * esize, guard_bytes, f"{name}-guard-after", guard=True, owner=buf)
+            self._add(device, base + pre, numel * esize, name, owner=buf)
+        self._add(device, base + pre + numel * esize, guard_bytes, f"{name}-guard-after", guard=True, owner=buf)
         return view, buf
+
+    def device_of(self, addr, default=None):
+        """The device whose registered allocation contains `addr`, else `default`."""
+        for d, m in enumerate(self.memories):
+            if m.find(int(addr)) is not None:
+                return d
+        return default
+
+    @property
+    def violations(self):
+        """Memory violations of every device, device 0's first."""
+        return [v for m in self.memories for v in m.violations]
 
     def fresh_output(self, nbytes, name="fresh-output"):
         """The next launch receives one pointer to memory the test could not
         register beforehand (e.g. relu(x) allocating its output): register the
-        first unknown pointer argument as an allocation of nbytes."""
+        first unknown pointer argument as an allocation of nbytes, on the launch's device."""
         self._fresh = (int(nbytes), name)
 
+    def writes(self, tensor):
+        """Per-element write counts of a registered tensor (min over its bytes and max)."""
+        base = tensor.data_ptr()
+        r = next((r for m in self.memories if (r := m.find(base)) is not None), None)
+        if r is None:
+            raise KeyError("tensor is not registered")
+        esize = tensor.element_size()
+        n = tensor.numel()
+        w = r.writes[base - r.base:base - r.base + n * esize].reshape(n, esize)
+        return w.min(axis=1), w.max(axis=1)
+
+    # ------------------------------------------------------------------ devices and streams
+    def set_device_count(self, n):
+        """Number of virtual devices (1..16); each has its own allocation registry."""
+        if self.lib.vgpu_set_device_count(int(n)) != 0:
+            raise ValueError(f"device count {n} not in 1..16")
+        while len(self.memories) < n:
+            self.memories.append(Memory())
+        del self.memories[n:]
+
+    @property
+    def device_count(self):
+        return len(self.memories)
+
+    def _hip(self, call, *args):
+        rc = getattr(self.lib, call)(*args)
+        if rc != HIP_SUCCESS:
+            raise HipError(call, rc)
+
+    def set_device(self, device):
+        """hipSetDevice in the calling thread (the current device is per host thread)."""
+        self._hip("hipSetDevice", int(device))
+
+    def get_device(self):
+        d = ctypes.c_int(-1)
+        self._hip("hipGetDevice", ctypes.byref(d))
+        return d.value
+
+    def create_stream(self, device=None):
+        """hipStreamCreate on `device` (default: the current one); returns the raw handle."""
+        prev = self.get_device()
+        if device is not None:
+            self.set_device(device)
+        try:
+            h = ctypes.c_void_p()
+            self._hip("hipStreamCreate", ctypes.byref(h))
+            return h.value
+        finally:
+            self.set_device(prev)
+
+    def destroy_stream(self, stream):
+        self._hip("hipStreamDestroy", stream)
+
+    def stream_device(self, stream):
+        """Device of a stream made by hipStreamCreate; -1 for any other handle."""
+        return self.lib.vgpu_stream_device(stream)
+
+    # ------------------------------------------------------------------ capture and graphs
+    def begin_capture(self, stream, mode=CAPTURE_MODE_GLOBAL):
+        self._hip("hipStreamBeginCapture", stream, int(mode))
+
+    def end_capture(self, stream):
+        """Ends the capture; returns the graph handle (HipError 901 if it was invalidated)."""
+        g = ctypes.c_void_p()
+        self._hip("hipStreamEndCapture", stream, ctypes.byref(g))
+        return g.value
+
+    def is_capturing(self, stream):
+        """hipStreamIsCapturing: CAPTURE_NONE, CAPTURE_ACTIVE or CAPTURE_INVALIDATED."""
+        st = ctypes.c_int(-1)
+        self._hip("hipStreamIsCapturing", stream, ctypes.byref(st))
+        return st.value
+
+    def graph_nodes(self, graph):
+        """Number of launches recorded in a graph or executable graph."""
+        return self.lib.vgpu_graph_node_count(graph)
+
+    def instantiate(self, graph):
+        e = ctypes.c_void_p()
+        self._hip("hipGraphInstantiate", ctypes.byref(e), graph, None, None, 0)
+        return e.value
+
+    def replay(self, graph_exec, stream):
+        """hipGraphLaunch: runs the recorded launches on the emulator, in order."""
+        self._hip("hipGraphLaunch", graph_exec, stream)
+
+    def destroy_graph(self, graph):
+        self._hip("hipGraphDestroy", graph)
+
+    def destroy_exec(self, graph_exec):
+        self._hip("hipGraphExecDestroy", graph_exec)
+
+    # ------------------------------------------------------------------ records and checks
     def fail_launches(self, count=1, code=HIP_ERROR_LAUNCH_FAILURE):
-        """Make the next `count` hipModuleLaunchKernel calls return `code`."""
+        """Make the next `count` hipModuleLaunchKernel calls (not captured ones) return `code`."""
         self.lib.vgpu_fail_launches(count, code)
 
     @property
     def launch_attempts(self):
-        """Every hipModuleLaunchKernel call (including injected failures)."""
+        """Every hipModuleLaunchKernel call and replayed launch: (stream, result)."""
+        return [(a.stream, a.result) for a in self.attempts()]
+
+    def attempts(self):
+        """Every hipModuleLaunchKernel call and replayed launch: Attempt(stream, result, device)."""
         n = self.lib.vgpu_launch_count()
-        return [(self.lib.vgpu_launch_stream(i), self.lib.vgpu_launch_result(i)) for i in range(min(n, 4096))]
+        return [Attempt(self.lib.vgpu_launch_stream(i), self.lib.vgpu_launch_result(i), self.lib.vgpu_launch_device(i))
+                for i in range(min(n, 4096))]
 
     def counts(self):
+        """Calls so far: load (hipModuleLoadData), get_function, launch (attempts), and
+        foreign_get_function: hipModuleGetFunction while the module's device was not
+        current (ROCm 6.x aborts the process there; ROCm 7 allows it)."""
         return dict(load=self.lib.vgpu_load_count(), get_function=self.lib.vgpu_get_function_count(),
-                    launch=self.lib.vgpu_launch_count())
+                    launch=self.lib.vgpu_launch_count(),
+                    foreign_get_function=self.lib.vgpu_foreign_get_function_count())
 
     def reset(self):
-        """Forget allocations, launches, errors and violations (not the modules)."""
-        self.memory.clear()
+        """Forget allocations, launches, errors and violations (not the modules or
+        streams); back to one device, device 0 current in the calling thread."""
+        for m in self.memories:
+            m.clear()
+        self.set_device_count(1)
+        self.set_device(0)
         self.launches.clear()
         self.errors.clear()
         self._fresh = None
@@ -142,20 +324,9 @@ class VirtualGPU:
         if self.errors:
             e = self.errors[0]
             raise DeviceError(f"virtual device: {type(e).__name__}: {e}") from e
-        if self.memory.violations:
-            v = self.memory.violations
+        v = self.violations
+        if v:
             raise DeviceError(f"virtual device: {len(v)} invalid memory access(es); first: {v[0]}")
-
-    def writes(self, tensor):
-        """Per-element write counts of a registered tensor (min over its bytes and max)."""
-        base = tensor.data_ptr()
-        r = self.memory.find(base)
-        if r is None:
-            raise KeyError("tensor is not registered")
-        esize = tensor.element_size()
-        n = tensor.numel()
-        w = r.writes[base - r.base:base - r.base + n * esize].reshape(n, esize)
-        return w.min(axis=1), w.max(axis=1)
 
     # ------------------------------------------------------------------ callbacks
     def _on_load(self, image, size):
@@ -170,61 +341,101 @@ class VirtualGPU:
             self.errors.append(e)
             return -1
 
-    def _on_launch(self, module, name, gx, gy, gz, bx, by, bz, shmem, stream, params, extra):
-        rec = None
+    def _on_args(self, module, name, sizes, cap):
+        """Sizes of a kernel's arguments, for the stub to copy them at capture."""
         try:
-            name = name.decode()
-            co = self.modules[module]
-            if name not in co.kernels:
-                raise DeviceError(f"kernel {name!r} not in module {module}")
-            key = (module, name)
-            prog = self.programs.get(key)
-            if prog is None:
-                prog = self.programs[key] = Program(co.kernels[name])
-            kernel = co.kernels[name]
-            rec = LaunchRecord(name, (gx, gy, gz), (bx, by, bz), shmem, stream, [], straddle=self.straddle)
-            self.launches.append(rec)
-            if extra:
-                raise DeviceError("hipModuleLaunchKernel 'extra' argument packing is not supported")
-            if shmem:
-                raise DeviceError("dynamic shared memory is not supported")
-            if not params and kernel.args:
-                raise DeviceError("kernelParams is NULL")
-            ksize = int(kernel.kernarg_size)
-            kernarg = np.zeros(max(4, -(-ksize // 4) * 4), dtype=np.uint8)
-            slots = ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p))
-            for i, a in enumerate(kernel.args):
-                kind = a[".value_kind"]
-                if kind not in ("global_buffer", "by_value"):
-                    raise DeviceError(f"kernel argument kind {kind} (hidden arguments) is not supported")
-                off, sz = a[".offset"], a[".size"]
-                raw = ctypes.string_at(slots[i], sz)  # exactly the argument's size: slots are 8 bytes
-                kernarg[off:off + sz] = np.frombuffer(raw, dtype=np.uint8)
-                rec.args.append(int.from_bytes(raw, "little", signed=(kind == "by_value")))
-                if kind == "global_buffer" and self._fresh:
-                    ptr = int.from_bytes(raw, "little")
-                    if ptr and self.memory.find(ptr) is None:
-                        nbytes, fname = self._fresh
-                        self._fresh = None
-                        self.memory.add(ptr, nbytes, fname)
-            region = self.memory.add(kernarg.ctypes.data, kernarg.size, f"kernarg:{name}", writable=False,
-                                     owner=kernarg)
-            emu = Emulator(prog, self.memory, self.straddle)
-            try:
-                emu.run((gx, gy, gz), (bx, by, bz), kernarg.ctypes.data)
-            finally:
-                self.memory.remove(region)
-                rec.cache_bits = emu.cache_bits
-                rec.range_dropped = emu.range_dropped
-                rec.instructions = emu.executed
-            return HIP_SUCCESS
+            args = self.modules[module].kernels[name.decode()].args
+            if len(args) > cap or any(a[".value_kind"] not in ("global_buffer", "by_value") for a in args):
+                return -1
+            for i, a in enumerate(args):
+                sizes[i] = a[".size"]
+            return len(args)
+        except BaseException as e:
+            e.__traceback_text__ = traceback.format_exc()
+            self.errors.append(e)
+            return -1
+
+    def _on_launch(self, module, name, gx, gy, gz, bx, by, bz, shmem, stream, params, extra, device):
+        try:
+            with self._emulating:
+                return self._launch(module, name.decode(), (gx, gy, gz), (bx, by, bz), shmem, stream, params,
+                                    extra, device)
         except BaseException as e:  # ctypes would swallow it: record, return an error code
             e.__traceback_text__ = traceback.format_exc()
             self.errors.append(e)
-            if rec is not None:
-                rec.error = e
-                rec.result = HIP_ERROR_LAUNCH_FAILURE
             return HIP_ERROR_LAUNCH_FAILURE
+
+    def _launch(self, module, name, grid, block, shmem, stream, params, extra, device):
+        co = self.modules[module]
+        if name not in co.kernels:
+            raise DeviceError(f"kernel {name!r} not in module {module}")
+        key = (module, name)
+        prog = self.programs.get(key)
+        if prog is None:
+            prog = self.programs[key] = Program(co.kernels[name])
+        rec = LaunchRecord(name, grid, block, shmem, stream, [], straddle=self.straddle, device=device)
+        self.launches.append(rec)
+        try:
+            self._run(rec, co.kernels[name], prog, params, extra, device)
+        except BaseException as e:
+            rec.error = e
+            rec.result = HIP_ERROR_LAUNCH_FAILURE
+            raise
+        return HIP_SUCCESS
+
+    def _run(self, rec, kernel, prog, params, extra, device):
+        memory = self.memories[device]
+        if extra:
+            raise DeviceError("hipModuleLaunchKernel 'extra' argument packing is not supported")
+        if rec.shared_mem:
+            raise DeviceError("dynamic shared memory is not supported")
+        if not params and kernel.args:
+            raise DeviceError("kernelParams is NULL")
+        ksize = int(kernel.kernarg_size)
+        kernarg = np.zeros(max(4, -(-ksize // 4) * 4), dtype=np.uint8)
+        slots = ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p))
+        for i, a in enumerate(kernel.args):
+            kind = a[".value_kind"]
+            if kind not in ("global_buffer", "by_value"):
+                raise DeviceError(f"kernel argument kind {kind} (hidden arguments) is not supported")
+            off, sz = a[".offset"], a[".size"]
+            raw = ctypes.string_at(slots[i], sz)  # exactly the argument's size: slots are 8 bytes
+            kernarg[off:off + sz] = np.frombuffer(raw, dtype=np.uint8)
+            rec.args.append(int.from_bytes(raw, "little", signed=(kind == "by_value")))
+            if kind == "global_buffer" and self._fresh:
+                ptr = int.from_bytes(raw, "little")
+                if ptr and self.device_of(ptr) is None:
+                    nbytes, fname = self._fresh
+                    self._fresh = None
+                    self._add(device, ptr, nbytes, fname)
+        region = memory.add(kernarg.ctypes.data, kernarg.size, f"kernarg:{rec.kernel}", writable=False,
+                            owner=kernarg)
+        emu = Emulator(prog, memory, self.straddle)
+        seen = len(memory.violations)
+        try:
+            emu.run(rec.grid, rec.block, kernarg.ctypes.data)
+        except BaseException as e:
+            foreign = self._explain_foreign(e, memory.violations[seen:], device)
+            if foreign is e:
+                raise
+            raise foreign from e
+        finally:
+            memory.remove(region)
+            rec.cache_bits = emu.cache_bits
+            rec.range_dropped = emu.range_dropped
+            rec.instructions = emu.executed
+
+    def _explain_foreign(self, e, violations, device):
+        """An access outside device `device`'s allocations that lands in another
+        device's: say so (it is the same access violation, named)."""
+        for v in violations:
+            if v.kind == "unmapped":
+                other = self.device_of(v.address)
+                if other is not None and other != device:
+                    r = self.memories[other].find(v.address)
+                    return DeviceError(f"{e}; address 0x{v.address:x} is in allocation {r.name!r} of device "
+                                       f"{other}, not of device {device} where the kernel runs")
+        return e
 
 
 _DEVICE = None
