@@ -1,11 +1,13 @@
 """benchmarks/: the `kernels benchmark` workloads and the ladder harness's logic.
 
 Nothing here times anything. The workloads are discovered with kernels' own discovery
-functions in a freshly built relu-build, the variant is loaded with
-kernels.get_local_kernel, and every workload runs setup_/benchmark_/verify_ on CPU (the
-kernel's torch fallback) with kernels' verification rule. The shapes are divided by
-benchmark.ROW_DIVISOR, which only this file changes; the full-size table is asserted
-separately. The harness's median / GB/s / ratio / report logic is tested on fake timings.
+functions in a freshly built relu-build (as the CLI imports them, `benchmark_module`, with
+torch presenting a ROCm build so the file's own machine check passes), and run with a
+stand-in kernel whose relu() is torch's and whose dispatch_stats() says which path it
+claims: the fair-reference rule (verify_ writes into a buffer preallocated in setup, the
+upstream mirror allocates on both sides) and the refusal to time a fallback are checked on
+CPU in a second. The real CLI on the virtual gfx950 is tests/test_kernels_cli.py. The
+harness's median / GB/s / ratio / report logic is tested on fake timings.
 """
 
 import itertools
@@ -22,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import ladder  # noqa: E402
 
-TEST_ROW_DIVISOR = 256  # 32768x8192 -> 128x8192 on CPU; 1024x1024 -> 4x1024
+TEST_ROW_DIVISOR = 1 << 20  # every shape becomes 1 row: the rules checked here do not depend on size
 EXPECTED_CLASSES = {"ReluBenchmark", "ReluDtypeBenchmark", "ReluLadderBenchmark", "ReluCacheBandBenchmark"}
 POST_SHAPES = [(8192, 8192), (16384, 8192), (32768, 8192), (4096, 14336)]
 
@@ -40,21 +42,16 @@ def build_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def discovered(build_dir):
-    """(module, classes) exactly as `kernels benchmark ./relu-build` discovers them."""
+    """(module, classes) exactly as `kernels benchmark ./relu-build` discovers them on a ROCm machine."""
     from kernels.cli.benchmark import discover_benchmark_classes, discover_benchmark_scripts
 
     scripts = discover_benchmark_scripts(str(build_dir), build_dir)
     assert [s.name for s in scripts] == ["benchmark.py"], scripts  # ladder.py is not a workload script
-    classes = discover_benchmark_classes(scripts[0], build_dir)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(torch.version, "hip", "7.0.0")  # the file refuses a non-ROCm torch at import
+        classes = discover_benchmark_classes(scripts[0], build_dir)
     module = sys.modules[classes[0].__module__]
     return module, classes
-
-
-@pytest.fixture(scope="module")
-def kernel(build_dir):
-    from kernels import get_local_kernel
-
-    return get_local_kernel(build_dir / "build" / "torch-rocm")
 
 
 def _workloads(cls):
@@ -93,51 +90,122 @@ def test_full_size_table_is_what_a_gpu_runs(discovered):
     assert all(v["dtype"] == "bf16" for k, v in t.items() if k.startswith("ReluCacheBandBenchmark."))
 
 
-def test_every_workload_verifies_on_cpu(discovered, kernel, monkeypatch):
-    """setup_/benchmark_/verify_ of every workload, checked as kernels' runner checks."""
+class StandInKernel:
+    """torch's relu behind the kernel's API; dispatch_stats() counts each call under the
+    path `path(rung, dtype)` names (a FlyDSL key, or a fallback to test the refusal)."""
+
+    def __init__(self, path):
+        self.path, self.stats = path, {}
+
+    def relu(self, x, out=None, rung=None):
+        out = torch.empty_like(x) if out is None else out
+        torch.clamp_min(x, 0, out=out)
+        key = self.path(rung, str(x.dtype).removeprefix("torch."))
+        self.stats[key] = self.stats.get(key, 0) + 1
+        return out
+
+    def dispatch_stats(self):
+        return dict(self.stats)
+
+
+def _instance(cls, kernel):
+    inst = cls()
+    inst.kernel, inst.device = kernel, "cpu"
+    torch.manual_seed(inst.seed)
+    random.seed(inst.seed)
+    return inst
+
+
+def test_every_workload_verifies_against_a_fair_reference(discovered, monkeypatch):
+    """As kernels' runner calls them: setup, benchmark, verify (twice: warm-up, timed).
+    The out= workloads' reference is written into a buffer allocated in setup, neither x
+    nor the kernel's out, the same buffer at every call; the upstream mirror allocates."""
     module, classes = discovered
     monkeypatch.setattr(module, "ROW_DIVISOR", TEST_ROW_DIVISOR)
     table = module.bench_table()
-    kernel.reset_dispatch_stats()
+    kernel = StandInKernel(lambda rung, dtype: f"flydsl/{rung or 'v5'}/{dtype}")
     ran = 0
     for cls in classes:
         for w in _workloads(cls):
-            inst = cls()
-            inst.kernel, inst.device = kernel, "cpu"
-            torch.manual_seed(inst.seed)
-            random.seed(inst.seed)
+            inst = _instance(cls, kernel)
             getattr(inst, f"setup_{w}")()
-            spec = table[f"{cls.__name__}.{w}"]
-            full = spec["shape"]
+            full = table[f"{cls.__name__}.{w}"]["shape"]
             assert tuple(inst.x.shape) == (max(1, full[0] // TEST_ROW_DIVISOR), full[1])
             assert not torch.isnan(inst.x).any()  # kernels verifies with allclose
             getattr(inst, f"benchmark_{w}")()
-            ref = getattr(inst, f"verify_{w}")()
-            assert inst.out is not None and inst.out.dtype == ref.dtype and inst.out.shape == ref.shape
-            assert torch.allclose(inst.out, ref, atol=1e-2), f"{cls.__name__}.{w} fails verification"
-            assert torch.equal(inst.out, torch.relu(inst.x)), f"{cls.__name__}.{w}"
-            if cls.__name__ != "ReluBenchmark":  # relu(x, out=out): the preallocated buffer
+            refs = [getattr(inst, f"verify_{w}")() for _ in range(2)]
+            for ref in refs:
+                assert torch.allclose(inst.out, ref, atol=1e-2), f"{cls.__name__}.{w} fails verification"
+                assert torch.equal(ref, torch.relu(inst.x)), f"{cls.__name__}.{w}"
+            ptrs = {r.data_ptr() for r in refs}
+            if cls.__name__ == "ReluBenchmark":  # upstream's: relu(x) against F.relu(x), both allocating
+                assert inst.out.data_ptr() not in ptrs and inst.x.data_ptr() not in ptrs
+            else:  # relu(x, out=y) against clamp_min(x, 0, out=ref): both preallocated in setup
                 assert inst.out.data_ptr() == inst.y.data_ptr()
+                assert ptrs == {inst.ref.data_ptr()}, f"{cls.__name__}.{w}: verify allocates its reference"
+                assert len({inst.x.data_ptr(), inst.y.data_ptr(), inst.ref.data_ptr()}) == 3
             ran += 1
     assert ran == 48
-    stats = kernel.dispatch_stats()
-    assert sum(stats.values()) == 48 and all(k.startswith("fallback/") for k in stats), stats
+    # setup's untimed check call + the benchmark call, per workload
+    assert sum(kernel.dispatch_stats().values()) == 2 * 48
 
 
-def test_rung_workload_refuses_a_fallback_off_cpu(discovered):
+RUNG_CLASSES = ("ReluLadderBenchmark", "ReluCacheBandBenchmark")
+
+
+@pytest.mark.parametrize("path, expect, classes", [
+    (lambda rung, dtype: "fallback/arch gfx942 (kernels are built for gfx950)",
+     "relu() ran fallback/arch gfx942 (kernels are built for gfx950) (1 call), not the FlyDSL kernel",
+     EXPECTED_CLASSES),
+    (lambda rung, dtype: "fallback/disabled by RELU_FLYDSL_DISABLE", "fallback/disabled by RELU_FLYDSL_DISABLE",
+     EXPECTED_CLASSES),
+    (lambda rung, dtype: f"flydsl/{'v2' if rung == 'v1' else 'v1'}/{dtype}", "not the FlyDSL kernel v",
+     RUNG_CLASSES),  # another rung ran: only workloads that name a rung can tell
+    (lambda rung, dtype: f"flydsl/{rung or 'v5'}/{'float32' if dtype == 'float16' else 'float16'}",
+     "not the FlyDSL kernel", EXPECTED_CLASSES),  # another dtype's kernel
+], ids=["arch", "kill-switch", "other-rung", "other-dtype"])
+def test_every_workload_refuses_to_time_a_fallback(discovered, monkeypatch, path, expect, classes):
+    """setup_ raises RuntimeError naming the path that ran (kernels prints it and exits 1)."""
+    module, all_classes = discovered
+    monkeypatch.setattr(module, "ROW_DIVISOR", TEST_ROW_DIVISOR)
+    refused = 0
+    for cls in all_classes:
+        if cls.__name__ not in classes:
+            continue
+        for w in _workloads(cls):
+            inst = _instance(cls, StandInKernel(path))
+            with pytest.raises(RuntimeError, match="stops here") as e:
+                getattr(inst, f"setup_{w}")()
+            assert str(e.value).startswith(f"{cls.__name__}.{w}: relu() ran ") and expect in str(e.value)
+            refused += 1
+    assert refused == (48 if classes is EXPECTED_CLASSES else 34)
+
+
+def test_a_default_rung_workload_accepts_any_rung_but_no_fallback(discovered, monkeypatch):
     module, _ = discovered
+    monkeypatch.setattr(module, "ROW_DIVISOR", TEST_ROW_DIVISOR)
+    ok = StandInKernel(lambda rung, dtype: f"flydsl/v4/{dtype}")  # RELU_FLYDSL_RUNG=v4
+    module.require_flydsl_path(ok, lambda: ok.relu(torch.ones(3)), None, "float32", "W")
+    mixed = StandInKernel(lambda rung, dtype: f"flydsl/v5/{dtype}")
+    calls = itertools.count()
 
-    class FakeKernel:
-        def __init__(self, after):
-            self.after = after
+    def one_fallback():
+        mixed.relu(torch.ones(3))
+        if next(calls) == 0:
+            mixed.stats["fallback/empty tensor"] = 1
 
-        def dispatch_stats(self):
-            return self.after
+    with pytest.raises(RuntimeError, match=r"fallback/empty tensor \(1 call\), flydsl/v5/float32 \(1 call\)"):
+        module.require_flydsl_path(mixed, one_fallback, None, "float32", "W")
 
-    with pytest.raises(RuntimeError, match="did not run the FlyDSL kernel"):
-        module._require_flydsl_path(FakeKernel({"fallback/arch gfx942 (kernels are built for gfx950)": 1}), {},
-                                    "v4", "bfloat16")
-    module._require_flydsl_path(FakeKernel({"flydsl/v4/bfloat16": 3}), {"flydsl/v4/bfloat16": 2}, "v4", "bfloat16")
+
+def test_committed_stub_is_the_built_file():
+    """relu-build/benchmarks/benchmark.py is committed (so `kernels benchmark ./relu-build` on a
+    fresh clone names the command that builds relu-build/) and must be byte for byte what
+    tools/build_variant.py writes there, or a build would leave the tree modified."""
+    stub = ROOT / "relu-build" / "benchmarks" / "benchmark.py"
+    assert stub.read_bytes() == (ROOT / "benchmarks" / "benchmark.py").read_bytes(), (
+        "relu-build/benchmarks/benchmark.py differs from benchmarks/benchmark.py: run "
+        "`python3 tools/build_variant.py` and commit relu-build/benchmarks/benchmark.py")
 
 
 # ---- the ladder harness: pure logic on fake timings -----------------------------------
