@@ -60,12 +60,12 @@ print(f"rocm {os.path.dirname(os.path.dirname(spec.origin))} {m.group(1)}" if m 
 EOF
 )
 req_hash=$(sha256sum requirements.txt | cut -c1-16)
-base_real=$(readlink -f "$(command -v "$BASE")")
+base_real=$("$BASE" -c 'import sys; print(sys.executable)')
 stamp="setup-v2 base=$base_real mode=${mode% *} requirements=$req_hash"
 stamp_file=$VENV/.relu-flydsl-setup
 
 if [ -x "$VPY" ] && [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$stamp" ]; then
-  echo "setup: $VENV up to date ($("$VPY" -c 'from importlib.metadata import version as v; print(f"torch {v("torch")}, flydsl {v("flydsl")}, kernels {v("kernels")}")'))"
+  echo "setup: $VENV up to date ($("$VPY" -c 'from importlib.metadata import version as v; print(", ".join(p + " " + v(p) for p in ("torch", "flydsl", "kernels")))'))"
   exit 0
 fi
 
