@@ -3,22 +3,45 @@
 
     python benchmarks/ladder.py                 full run on a gfx950 device (MI350X/MI355X);
                                                 elsewhere the no-GPU report (below)
+    python benchmarks/ladder.py --mode baseline torch's relu alone, on whatever GPU torch sees
+                                                (CUDA or ROCm): checks the harness and the machine
     python benchmarks/ladder.py --out DIR       results folder (default results/, git-ignored)
     python benchmarks/ladder.py --mode nogpu    the no-GPU report even on a GPU machine
 
+What is checked, and against what:
+  - The rungs' specification is the bit rule y = +0.0 if x < 0 else x, on the bits: NaN payloads
+    (quiet, signalling, negative), +-inf, -0.0 and denormals pass through. Rungs are gated on it
+    exactly, plus guard regions, input unchanged and the rung's FlyDSL path really ran.
+  - torch is a baseline, not the specification, and is checked as torch specifies relu: values
+    equal to max(x, 0) with +0.0 == -0.0, NaN where the input is NaN, guards and input untouched.
+    Its bits differ from the bit rule by device: torch 2.11 on an NVIDIA H200 turns -0.0 into
+    +0.0 (checked); torch on CPU keeps -0.0 but rewrites some NaN payloads (large bf16 tensors ->
+    0xFFFF, f16 signalling NaNs quieted); the reference post reports -0.0 kept on its MI350X.
+    Such a difference is counted and reported as a note in the table and the JSON ("torch on this
+    device: -0.0 -> +0.0 in 3 of 67108864 elements") and torch is still timed; a wrong value
+    refuses it. Every GPU run also records what torch.relu and the clamp baseline do on the
+    device to -0.0, NaN payloads and denormals (benchmarks/relu_semantics.py).
+
 GPU mode (a gfx950 device is present):
-  1. correctness first, for every rung and torch: the bit rule y = +0.0 if x < 0 else x
-     compared on the bits (NaN payloads, +-inf, -0.0, denormals), guard regions before and
-     after the output, input unchanged, and (rungs) the FlyDSL path of that rung really ran.
-     A rung that fails is reported as failed and never gets a bandwidth number.
+  1. correctness first, for every rung and torch, as above, on sizes 1 .. 2^20 holding the
+     special values. A rung that fails is reported as failed and never gets a bandwidth number.
   2. timing: device events around a loop of 100 launches after 20 warm-ups; 15 rounds taken
      round-robin across the implementations (the first one rotates each round), separate
      input and output buffers per implementation; the MEDIAN of the 15 per-launch times.
-     torch is `torch.clamp(x, min=0, out=out)`, as in the post.
-  3. GB/s = 2 x numel x element size / time; percent of an 8000 GB/s peak; ratio to torch.
+     torch is `torch.clamp(x, min=0, out=out)`, as in the post. The timed buffers are checked
+     again afterwards. torch's timing is cross-checked against triton.testing.do_bench (median,
+     L2 flushed) where Triton is installed: harness GB/s / do_bench GB/s per case.
+  3. GB/s = 2 x numel x element size / time; percent of an 8000 GB/s peak (MI350X); ratio to torch.
      Sweeps: the post's four shapes and its cache band (134..1074 MB of traffic), bf16.
-  4. results: ladder.json, ladder.csv, ladder.png (GB/s against traffic, per rung, torch and
-     the peak drawn in) in the output folder, and the table on stdout.
+  4. results: ladder.json, ladder.csv, ladder.png (GB/s against traffic, one panel per dtype,
+     one line per rung, torch dashed, the peak line named for the device it assumes) in the
+     output folder, and the table on stdout. Exit status 1 when any implementation was refused.
+
+Baseline mode (--mode baseline): the same checks, timing, cross-check and outputs
+(baseline.json/.csv/.png) for torch alone, on any GPU torch sees; no FlyDSL, no `kernels`
+(the shapes are read from benchmark.py's source, not imported). The peak line is the device's
+datasheet figure where known (H200 4.8 TB/s, MI350X/MI355X 8 TB/s), else none. On a machine
+with no GPU it prints "NO GPU HERE", times nothing and exits 2.
 
 No-GPU mode (anything else, e.g. this project's CPU machines): device bandwidth is NOT
 measured. It prints (and writes to nogpu.json) what can be known here:
@@ -245,6 +268,7 @@ def plot(rows, path, impls, peak=PEAK_GBPS, title="relu-flydsl ladder", peak_lab
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
     dtypes = list(dict.fromkeys(r["dtype"] for r in rows))
     fig, axes = plt.subplots(1, max(1, len(dtypes)), figsize=(1.5 + 6 * max(1, len(dtypes)), 5.5), sharey=True,
@@ -263,10 +287,12 @@ def plot(rows, path, impls, peak=PEAK_GBPS, title="relu-flydsl ladder", peak_lab
         if peak:
             ax.axhline(peak, color="red", linestyle=":", label=peak_label)
         ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0f}"))
+        ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:.0f}" if str(int(v))[0] in "2345" else ""))
         ax.set_xlabel("total traffic, MB (2 x numel x element size)")
         ax.set_title(dtype)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(loc="lower right")
+        ax.legend(loc="best", fontsize="small")
         drawn[dtype] = [ln.get_label() for ln in ax.get_lines()]
     axes[0][0].set_ylabel("GB/s (median of rounds)")
     axes[0][0].set_ylim(0, top * 1.08)
