@@ -242,6 +242,7 @@ class Kernel:
     code_size: int
     meta: dict
     lines: list = field(default_factory=list)
+    target: str = ""  # amdhsa.target, e.g. amdgcn-amd-amdhsa--gfx950 (xnack "any" without a suffix)
 
     @property
     def args(self):
@@ -281,7 +282,7 @@ class CodeObject:
                 raise CodeObjectError(f"kernel {name}: descriptor entry 0x{entry:x} != symbol 0x{code_sym[0]:x}")
             # The function symbol's size is the code; .text is padded with s_nop after it.
             body = [ln for ln in lines if entry <= ln.addr < entry + code_sym[1]]
-            self.kernels[name] = Kernel(name, kd, entry, code_sym[1], km, body)
+            self.kernels[name] = Kernel(name, kd, entry, code_sym[1], km, body, target)
 
     def _bytes_at(self, vaddr, n):
         for s in self.sections:

@@ -8,8 +8,11 @@ An instruction, operand form or modifier that is not implemented raises
 `Unsupported` naming it: nothing is skipped silently.
 """
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
+from . import hazards as _hazards
 from .isa import EXEC, M0, NUM_SGPRS, VCC, Instr, Op, Unsupported, parse_line
 from .memory import Violation
 
@@ -26,6 +29,20 @@ class LaunchError(Exception):
 
 class Hazard(Exception):
     """A register read or overwritten before the s_waitcnt covering its load."""
+
+
+class DescriptorError(LaunchError):
+    """A buffer resource the emulator does not accept (names the field)."""
+
+
+@dataclass
+class KernelRecord:
+    """What one kernel did on this emulator in this process (all launches)."""
+    launches: int = 0        # launches that ran to completion
+    alignment: dict = field(default_factory=dict)  # instr address -> (text, bytes, smallest alignment seen)
+
+
+KERNELS = {}  # kernel name -> KernelRecord, for every kernel launched in this process
 
 
 # --------------------------------------------------------------------------- program
@@ -49,6 +66,9 @@ class Program:
         self.unimplemented = sorted({i.mnemonic for i in self.instrs if _handler(i.mnemonic) is None}
                                     | {self.instrs[self.index[a]].mnemonic for a in self.decode_errors})
         self.hazards = scoreboard(self)
+        # s_nop wait states (tools/vgpu/hazards.py): checked once per kernel, fails every launch
+        self.nop_hazards = _hazards.check(self.instrs, self.branch_target,
+                                          _hazards.xnack_enabled(getattr(kernel, "target", "")))
 
     def branch_target(self, i):
         ins = self.instrs[i]
@@ -662,6 +682,26 @@ def _load_result(c, d, kind, data_full):
         c.vset(Op("v", d.reg + k, 1), (v & 0xFFFFFFFF).astype(U32) if v.dtype == I64 else v)
 
 
+def _natural(nbytes):
+    return nbytes if nbytes in (1, 2, 4, 8, 16) else 4
+
+
+def _note_alignment(c, addr, nbytes, waves, lanes):
+    """Record the smallest alignment of this instruction's accesses (addr: u64
+    [N], one per lane that accesses memory) and a `misaligned` violation for
+    the first lane whose address is not a multiple of the access size."""
+    if addr.size == 0:
+        return
+    orv = int(np.bitwise_or.reduce(addr))
+    align = 16 if orv % 16 == 0 else orv & -orv
+    c.emu.note_alignment(c.ins, nbytes, align)
+    need = _natural(nbytes)
+    if align < need:
+        k = int(np.flatnonzero(addr % U64(need))[0])
+        c.emu.memory.violations.append(Violation("misaligned", c.ins.text, c.ins.addr, int(waves[k]), int(lanes[k]),
+                                                 int(addr[k]), nbytes, f"needs {need}-byte alignment"))
+
+
 def _global(c):
     direction, kind = _mem_kind(c.ins.mnemonic)
     nbytes = _MEM_BYTES[kind]
@@ -681,6 +721,7 @@ def _global(c):
     addr = np.broadcast_to(addr + U64(off & _M64), (c.n, LANES))
     ex, wv, ln = _active_lanes(c)
     c.lane_wave, c.lane_lane = wv, ln
+    _note_alignment(c, addr[ex], nbytes, wv, ln)
     words = max(1, nbytes // 4)
     if direction == "load":
         got = c.emu.memory.read(addr[ex], nbytes, c)
@@ -705,15 +746,9 @@ def _buffer(c):
     if srsrc.kind != "s" or srsrc.n != 4:
         raise Unsupported(f"resource {srsrc.text} in {c.ins.text}")
     w = [c.sreg(srsrc.reg + k).astype(U64) for k in range(4)]
+    _check_resource(c, w, srsrc)
     base = w[0] | ((w[1] & U64(0xFFFF)) << U64(32))
-    stride = (w[1] >> U64(16)) & U64(0x3FFF)
     num_records = w[2]
-    if (stride != 0).any():
-        raise Unsupported(f"buffer stride {int(stride.max())} (only raw buffers) in {c.ins.text}")
-    if ((w[1] >> U64(30)) & U64(3)).any():
-        raise Unsupported(f"swizzled buffer resource in {c.ins.text}")
-    if ((w[3] >> U64(23)) & U64(1)).any():
-        raise Unsupported(f"ADD_TID_ENABLE buffer resource in {c.ins.text}")
     inst_off = c.ins.mods.get("offset", 0)
     voff = c.vget(vaddr).astype(U64) if c.ins.mods.get("offen") else np.zeros((c.n, 1), U64)
     # range-check offset: inst_offset + voffset, 32-bit; soffset is not part of the check
@@ -738,6 +773,10 @@ def _buffer(c):
     ex = c.exec
     act = inr & ex[..., None]
     c.emu.note_range_check(int((ex[..., None] & ~inr).sum()))
+    touching = act.any(axis=-1)  # lanes with at least one word in range: they access memory
+    start = (base[:, None] + soffset + offset)[touching]
+    _note_alignment(c, start, nbytes, np.broadcast_to(c.wave_ids[:, None], touching.shape)[touching],
+                    np.broadcast_to(np.arange(LANES), touching.shape)[touching])
     wv = np.broadcast_to(c.wave_ids[:, None, None], act.shape)[act]
     ln = np.broadcast_to(np.arange(LANES)[None, :, None], act.shape)[act]
     c.lane_wave, c.lane_lane = wv, ln
@@ -751,6 +790,49 @@ def _buffer(c):
             raise Unsupported(f"store data {d.text} in {c.ins.text}")
         data = np.stack([c.vreg(d.reg + j) for j in range(words)], axis=-1)  # [n, 64, words]
         c.emu.memory.write(addr[act], wbytes, data[act][:, None], c)
+
+
+# Buffer resource (V#) fields, CDNA/GFX9 layout (gem5 VegaISA BufferRsrcDescriptor;
+# LLVM SIDefines.h MTBUFFormat). Raw (untyped) buffer instructions ignore the
+# formats, but DATA_FORMAT 0 is INVALID (stores reported dropped on gfx942) and
+# MLIR's AMDGPUToROCDL says both format fields must be nonzero; 15 and 6 are reserved.
+ACCEPTED_DATA_FORMATS = frozenset(range(1, 15))      # word3 [18:15]
+ACCEPTED_NUM_FORMATS = frozenset({1, 2, 3, 4, 5, 7})  # word3 [14:12]
+_WORD3_ZERO_FIELDS = (("[20:19] ELEMENT_SIZE", 19, 2), ("[22:21] INDEX_STRIDE", 21, 2), ("[23] ADD_TID_ENABLE", 23, 1),
+                      ("[29:24] (ATC/HASH/HEAP/MTYPE, non-volatile)", 24, 6), ("[31:30] TYPE", 30, 2))
+
+
+def _check_resource(c, w, srsrc):
+    """Validate every distinct buffer resource the selected waves hold; stop
+    the launch with DescriptorError naming the first bad field."""
+    uniq = np.unique(np.stack(w, axis=1), axis=0)
+    for w0, w1, w2, w3 in (tuple(int(v) for v in row) for row in uniq):
+        where = f"buffer resource {srsrc.text} = [0x{w0:08x}, 0x{w1:08x}, 0x{w2:08x}, 0x{w3:08x}] of {c.ins.text!r}"
+        base = w0 | (w1 & 0xFFFF) << 32
+        if (w1 >> 16) & 0x3FFF:
+            raise DescriptorError(f"{where}: word1 [29:16] STRIDE {(w1 >> 16) & 0x3FFF}: raw buffers need 0")
+        if (w1 >> 30) & 3:
+            raise DescriptorError(f"{where}: word1 [31:30] CACHE_SWIZZLE/SWIZZLE_ENABLE {(w1 >> 30) & 3}: must be 0")
+        dfmt, nfmt = (w3 >> 15) & 0xF, (w3 >> 12) & 7
+        if dfmt not in ACCEPTED_DATA_FORMATS:
+            raise DescriptorError(f"{where}: word3 [18:15] DATA_FORMAT {dfmt} not accepted for raw buffers "
+                                  f"(accepted 1..14; 0 is INVALID, 15 reserved)")
+        if nfmt not in ACCEPTED_NUM_FORMATS:
+            raise DescriptorError(f"{where}: word3 [14:12] NUM_FORMAT {nfmt} not accepted for raw buffers "
+                                  f"(accepted {sorted(ACCEPTED_NUM_FORMATS)})")
+        for name, bit, width in _WORD3_ZERO_FIELDS:
+            v = (w3 >> bit) & ((1 << width) - 1)
+            if v:
+                raise DescriptorError(f"{where}: word3 {name} {v}: must be 0")
+        if w2 == 0:
+            continue  # every access is out of range: nothing to bound
+        region = c.emu.memory.find(base)
+        if region is None or region.guard:
+            raise DescriptorError(f"{where}: BASE 0x{base:x} is not inside a live allocation"
+                                  + (f" (it is in {region.name})" if region is not None else ""))
+        if base + w2 > region.end:
+            raise DescriptorError(f"{where}: word2 NUM_RECORDS {w2} bytes runs {base + w2 - region.end} bytes "
+                                  f"past the end of allocation {region.name}")
 
 
 for _dir in ("load", "store"):
@@ -852,6 +934,7 @@ class Emulator:
         self.cache_bits = {}        # instruction text -> set of cache bits seen
         self.range_dropped = 0      # buffer words dropped by the range check
         self.executed = 0           # instructions executed (per wave group)
+        self.alignment = {}         # instr address -> (text, bytes, smallest alignment seen)
 
     def flush_denorm_inputs(self, bits):
         # FLOAT_DENORM_MODE: 0 flush src+dst, 1 flush dst, 2 flush src, 3 none
@@ -864,10 +947,29 @@ class Emulator:
     def note_range_check(self, n):
         self.range_dropped += n
 
+    def note_alignment(self, ins, nbytes, align):
+        prev = self.alignment.get(ins.addr)
+        self.alignment[ins.addr] = (ins.text, nbytes, min(align, prev[2]) if prev else align)
+
     def run(self, grid, block, kernarg_addr):
+        record = KERNELS.setdefault(self.program.kernel.name, KernelRecord())
+        try:
+            if self._run(grid, block, kernarg_addr):
+                record.launches += 1
+        finally:
+            for addr, (text, nbytes, align) in self.alignment.items():
+                prev = record.alignment.get(addr)
+                record.alignment[addr] = (text, nbytes, min(align, prev[2]) if prev else align)
+
+    def _run(self, grid, block, kernarg_addr):
         kd, prog = self.kd, self.program
         if prog.hazards:
             raise LaunchError("waitcnt scoreboard: " + "; ".join(prog.hazards))
+        # an instruction the emulator lacks stops the run as Unsupported when reached, not here
+        nop = [h for h in prog.nop_hazards
+               if not (h.startswith("unchecked:") and h.split(" for ", 1)[1].split(" ", 1)[0] in prog.unimplemented)]
+        if nop:
+            raise LaunchError(f"hazard check ({len(nop)}): " + "; ".join(nop[:8]))
         if kd.wave32:
             raise Unsupported("wave32 kernel")
         if kd.private_segment or kd.private_segment_fixed_size:
@@ -887,7 +989,7 @@ class Emulator:
         threads = bx * by * bz
         meta = prog.kernel.meta
         if threads == 0 or gx * gy * gz == 0:
-            return
+            return False
         maxwg = meta.get(".max_flat_workgroup_size", 1024)
         if threads > maxwg:
             raise LaunchError(f"block of {threads} threads exceeds .max_flat_workgroup_size {maxwg}")
@@ -901,6 +1003,7 @@ class Emulator:
         for b0 in range(0, nblocks, blocks_per_batch):
             b1 = min(nblocks, b0 + blocks_per_batch)
             self._run_batch(b0, b1, wpb, threads, (gx, gy, gz), (bx, by, bz), nvgpr, kernarg_addr, layout)
+        return True
 
     def _run_batch(self, b0, b1, wpb, threads, grid, block, nvgpr, kernarg_addr, layout):
         kd, prog = self.kd, self.program
