@@ -12,7 +12,8 @@ sys.argv = ["kernels", "benchmark", "./relu-build"], in a process where:
     CLI reads only to pick the workloads' torch device and the machine info): the
     virtual device's memory is host memory, so the workloads' tensors are CPU tensors;
   - every relu_flydsl variant kernels loads sees CPU tensors as gfx950 memory (its
-    `_dispatch.device_info`, the substitution point of tests/conftest.py), and each
+    `_dispatch.device_info`, the substitution point of tests/conftest.py; its first-use
+    canary's buffer, `_canary.device_memory`, is registered CPU memory), and each
     relu() call registers its x and out with the virtual device for that call (the
     device checks every access against the registered allocations; relu(x)'s own
     output is declared with the device's fresh_output());
@@ -26,6 +27,7 @@ CLI failed, any call fell back to torch, or the device recorded an error or an i
 memory access. tests/test_kernels_cli.py runs it in CI.
 """
 
+import contextlib
 import functools
 import os
 import sys
@@ -93,10 +95,25 @@ class Session:
     # ---- the loaded variant on the virtual device --------------------------------------
     def _install(self, module):
         dispatch = module._dispatch
-        gfx950 = dispatch.DeviceInfo("gfx950", 0)
+        gfx950 = dispatch.DeviceInfo("gfx950", 0)  # device 0, stream 0, the current device
         dispatch.device_info = lambda x: gfx950 if x.device.type == "cpu" else None
-        real_relu = module.relu
         dev = self.dev
+        canary = sys.modules.get(f"{module.__name__}._canary")
+        if canary is not None and hasattr(canary, "device_memory"):
+            # the first-use canary's buffer: CPU memory registered as one region for the canary
+            @contextlib.contextmanager
+            def device_memory(nbytes, device):
+                import torch
+
+                buf = torch.empty(nbytes, dtype=torch.uint8)
+                region = dev.register(buf, name=f"canary-{device}")
+                try:
+                    yield buf
+                finally:
+                    dev.memory.remove(region)
+
+            canary.device_memory = device_memory
+        real_relu = module.relu
 
         @functools.wraps(real_relu)
         def relu(x, out=None, **kwargs):
