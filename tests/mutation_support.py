@@ -1,7 +1,10 @@
 """The mutation check: the ladder post's four ways a kernel passed an output
 check and was still wrong, plus an off-by-one predicate, each applied as a
 textual patch to a COPY of the package, run through the copy's public relu()
-on the virtual gfx950 with the same checks the vgpu suites apply.
+on the virtual gfx950 with the same checks the vgpu suites apply. Then
+dispatch, planner and hot-path mutants (DISPATCH_MUTANTS: edits a reviewer
+hunting for untested lines would try), each run against the scenarios of
+tests/test_hot_path.py until the first one fails.
 
 A copy is `torch-ext/relu_flydsl/` with `flash_relu_rocm/` resolved, written to
 a temporary folder under its own package name (and its own torch.library
@@ -30,6 +33,7 @@ class Mutant:
     name: str
     post: str       # where the ladder post describes it
     patches: tuple  # (file inside the package, exact old text, new text)
+    kill: tuple = ()  # test_hot_path scenarios to run (first failure catches); () = the kernel cases
 
 
 _PLAN_VEC = "    vec = pick_vec(numel, dtype, rung.max_vec(dtype), x_addr, y_addr)\n"
@@ -60,8 +64,70 @@ MUTANTS = (
           "in_bounds[0] = bid * block + tid <= numel"),),
     ),
 )
+
+
+def _m(name, why, rel, old, new, kill):
+    return Mutant(name, why, ((rel, old, new),), (kill,))
+
+
+_R, _D, _P = "_relu.py", "_dispatch.py", "flash_relu_rocm/plan.py"
+# Each patch anchors on a short, stable piece of text; when a refactor removes
+# it, make_copy fails loudly (update the anchor, keep the mutant).
+DISPATCH_MUTANTS = (
+    # the mutation audit's five (issue 13)
+    _m("hot-overlap-in-elements", "hot path: overlap computed in elements, not bytes",
+       _R, "nbytes = numel * entry.esize", "nbytes = numel", "overlap_in_bytes"),
+    _m("hot-any-device", "hot path: launches for a tensor not on the current device",
+       _R, "dev.arch == _GFX950 and dev.current:", "dev.arch == _GFX950:", "other_device"),
+    _m("split-error-untaken", "direct-launch path: no launch-error check after each launch of a split",
+       _D, "direct(xp + offset, yp + offset, launch.numel, launch.grid, stream)\n            error = error or _take_error()",
+       "direct(xp + offset, yp + offset, launch.numel, launch.grid, stream)", "split_launch_fails_in_the_middle"),
+    _m("dense-out-accepted", "dispatch: a dense non-contiguous out takes the kernel when x is contiguous",
+       _D, "if not (x.is_contiguous() and out.is_contiguous()):", "if not x.is_contiguous():",
+       "dense_noncontiguous_out"),
+    _m("plan-x-alignment-only", "planner: the vector width checks x's alignment, not out's",
+       _P, _PLAN_VEC, "    vec = pick_vec(numel, dtype, rung.max_vec(dtype), x_addr)\n", "misaligned_out"),
+    # more, line by line through relu()'s hot path, the dispatcher and the planner
+    _m("hot-out-layout-unchecked", "hot path: out's contiguity not checked",
+       _R, "            and out.is_contiguous()\n", "", "dense_noncontiguous_out"),
+    _m("hot-x-layout-unchecked", "hot path: x's contiguity not checked",
+       _R, "            and x.is_contiguous()\n", "", "dense_noncontiguous_x"),
+    _m("hot-key-x-alignment-twice", "hot path: entry looked up with x's alignment for out too",
+       _R, "xp & 15, yp & 15", "xp & 15, xp & 15", "misaligned_out"),
+    _m("entry-key-x-alignment-twice", "dispatcher: entries keyed with x's alignment for out too",
+       _D, "numel, x_addr & 15, y_addr & 15", "numel, x_addr & 15, x_addr & 15", "misaligned_out"),
+    _m("hot-dtype-unchecked", "hot path: out's dtype not compared with x's",
+       _R, "out.dtype is dt", "True", "hostile_out_on_the_hot_path"),
+    _m("hot-shape-unchecked", "hot path: shapes not compared (same numel passes)",
+       _R, "and x.shape == out.shape", "and True", "hostile_out_on_the_hot_path"),
+    _m("hot-grad-unchecked", "hot path: x requiring grad with out= not refused",
+       _R, "and not x.requires_grad", "and True", "hostile_out_on_the_hot_path"),
+    _m("hot-env-unread", "hot path: kill switch / forced rung not re-read",
+       _R, "if _env_raw() != d.settings.env:", "if False:", "kill_switch_on_the_hot_path"),
+    _m("hot-error-swallowed", "hot path: launch error taken but not raised",
+       _R, "error = d._take_error()", "error = d._take_error() and 0", "hot_failed_launch"),
+    _m("hot-pointers-swapped", "hot path: x and out passed in the wrong order",
+       _R, "entry.direct.launch(xp, yp, numel", "entry.direct.launch(yp, xp, numel", "overlap_in_bytes"),
+    _m("hot-default-stream", "hot path: launches on stream 0, not torch's current stream",
+       _R, "entry.grid, dev.stream)", "entry.grid, 0)", "overlap_in_bytes"),
+    _m("hot-uncounted", "hot path: dispatch_stats() not counted",
+       _R, "next(entry.count)", "pass  # uncounted", "overlap_in_bytes"),
+    _m("first-launch-error-untaken", "first (public-call) launches: no launch-error check",
+       _D, "launch.grid, stream)\n            error = error or _take_error()\n        if direct is None",
+       "launch.grid, stream)\n        if direct is None", "first_launch_fails"),
+    _m("launch-error-unraised", "dispatcher: a taken launch error not raised",
+       _D, "if error:\n        _launch_failed(error, entry.plan.rung", "if False:\n        _launch_failed(error, entry.plan.rung",
+       "layer_failed_launch"),
+    _m("split-offset-in-elements", "direct-launch path: a split chunk's offset in elements, not bytes",
+       _D, "offset = launch.start * esize", "offset = launch.start", "split_launch_fails_in_the_middle"),
+    _m("split-entry-on-hot-path", "dispatcher: split plans handed to the hot path (single-launch only)",
+       _D, "if entry.single:\n            _fast[key] = entry", "if True:\n            _fast[key] = entry",
+       "split_launch_fails_in_the_middle"),
+)
+ALL_MUTANTS = MUTANTS + DISPATCH_MUTANTS
 UNMUTATED = Mutant("unmutated", "the copy as it is", ())
-BY_NAME = {m.name: m for m in MUTANTS + (UNMUTATED,)}
+BY_NAME = {m.name: m for m in ALL_MUTANTS + (UNMUTATED,)}
+assert len(BY_NAME) == len(ALL_MUTANTS) + 1, "mutant names must be unique"
 
 
 def _replace_once(path: Path, old: str, new: str):
@@ -193,6 +259,8 @@ class Result:
     def describe(self) -> str:
         if not self.caught:
             return f"{self.mutant.name}: NOT CAUGHT ({self.cases} cases)"
+        if self.mutant.kill:
+            return f"{self.mutant.name}: by {', '.join(self.failing)}"
         checks = ", ".join(f"{c} {k}" for c, k in self.by_check().items())
         return f"{self.mutant.name}: {len(self.failing)}/{self.cases} cases, by {checks}"
 
@@ -206,3 +274,32 @@ def run_mutant(dev, pkg, mutant: Mutant) -> Result:
         if fired:
             failing[f"{rung}-{model}-{str(dtype)[6:]}-{n}"] = fired
     return Result(mutant, n_cases, failing)
+
+
+def run_scenarios(dev, pkg, mutant: Mutant, names, first_only=True) -> Result:
+    """test_hot_path's scenarios against the copy, each with its own
+    monkeypatch (undone after it), stopping at the first that fails unless
+    first_only is False. Any exception counts: the suite's test would fail."""
+    import pytest
+
+    import test_hot_path as H
+
+    failing = {}
+    n = 0
+    for name in names:
+        n += 1
+        dev.reset()
+        with pytest.MonkeyPatch.context() as mp:
+            for var in ("RELU_FLYDSL_DISABLE", "RELU_FLYDSL_RUNG"):
+                mp.delenv(var, raising=False)
+            try:
+                H.SCENARIOS[name](H.Ctx(pkg, dev, mp))
+            except (Exception, pytest.fail.Exception) as e:
+                first = (str(e).strip().splitlines() or [""])[0][:200]
+                failing[name] = {name: f"{type(e).__name__}: {first}"}
+            finally:
+                pkg.reset_dispatch_stats()
+                dev.reset()
+        if failing and first_only:
+            break
+    return Result(mutant, n, failing)

@@ -1,13 +1,18 @@
-"""The mutation check (issue 4 item 5): the suite must catch each of the ladder
-post's four ways a kernel passed an output check and was still wrong, plus an
-off-by-one predicate. Each mutant is a patched copy of the package
-(tests/mutation_support.py) run through its public relu() on the virtual
-gfx950 under the vgpu suites' checks; the unmutated copy must pass them all.
-The catch count is printed in the terminal summary."""
+"""The mutation check (issue 4 item 5, issue 13 item 7): the suite must catch
+each of the ladder post's four ways a kernel passed an output check and was
+still wrong, an off-by-one predicate, and dispatch, planner and hot-path edits
+(mutation_support.DISPATCH_MUTANTS). Each mutant is a patched copy of the
+package run through its public relu() on the virtual gfx950: kernel mutants
+under the vgpu suites' checks, the others against test_hot_path's scenarios
+(the first that fails catches it). The unmutated copy must pass them all.
+The catch count is printed in the terminal summary. The first-use canary
+(RELU_FLYDSL_CANARY) is off in the copies: this measures the suite, not the
+canary."""
 
 import pytest
 
 import mutation_support as M
+import test_hot_path as H
 import vgpu_support as S
 
 pytestmark = pytest.mark.vgpu
@@ -26,6 +31,7 @@ def mutant_root(tmp_path_factory):
 def _result(vgpu, monkeypatch, root, name):
     if name not in _results:
         mutant = M.BY_NAME[name]
+        monkeypatch.setenv("RELU_FLYDSL_CANARY", "0")
         pkg = M.import_copy(mutant, root)
         dispatch = pkg._dispatch
         # what the vgpu fixture does for the real package: CPU tensors are gfx950 memory
@@ -34,7 +40,13 @@ def _result(vgpu, monkeypatch, root, name):
             lambda x: dispatch.DeviceInfo("gfx950", vgpu.stream) if x.device.type == "cpu" else None,
         )
         vgpu.errors_expected = True  # the mutants' violations are recorded per case, then reset
-        _results[name] = M.run_mutant(vgpu, pkg, mutant)
+        if mutant.kill:
+            _results[name] = M.run_scenarios(vgpu, pkg, mutant, mutant.kill)
+        else:
+            _results[name] = M.run_mutant(vgpu, pkg, mutant)
+            if mutant is M.UNMUTATED:  # and every scenario but the known bugs' (expected to fail)
+                scenarios = [s for s in H.SCENARIOS if s not in H.KNOWN_BUGS]
+                _results["unmutated-scenarios"] = M.run_scenarios(vgpu, pkg, mutant, scenarios, first_only=False)
     return _results[name]
 
 
@@ -42,7 +54,7 @@ def test_patches_change_the_copy_not_the_tree(mutant_root):
     """Every patch matches its source exactly once, and only the copy changes."""
     tree = list((M.ROOT / "flash_relu_rocm").glob("*.py")) + list(M.PACKAGE.glob("*.py"))
     before = {p: p.read_bytes() for p in tree}
-    for mutant in M.MUTANTS:
+    for mutant in M.ALL_MUTANTS:
         name = M.make_copy(mutant, mutant_root)
         for rel, old, new in mutant.patches:
             text = (mutant_root / name / rel).read_text()
@@ -58,9 +70,11 @@ def test_unmutated_copy_passes(vgpu, monkeypatch, mutant_root):
     r = _result(vgpu, monkeypatch, mutant_root, "unmutated")
     assert r.cases > 100
     assert not r.failing, f"unmutated copy failed {len(r.failing)} case(s); first: {next(iter(r.failing.items()))}"
+    s = _results["unmutated-scenarios"]
+    assert s.cases == len(H.SCENARIOS) - len(H.KNOWN_BUGS) and not s.failing, s.failing
 
 
-@pytest.mark.parametrize("name", [m.name for m in M.MUTANTS])
+@pytest.mark.parametrize("name", [m.name for m in M.ALL_MUTANTS])
 def test_mutant_is_caught(vgpu, monkeypatch, mutant_root, name):
     r = _result(vgpu, monkeypatch, mutant_root, name)
     assert r.caught, f"mutant {name} ({r.mutant.post}) passed all {r.cases} cases"
@@ -70,14 +84,14 @@ def test_mutant_is_caught(vgpu, monkeypatch, mutant_root, name):
 EXPECTED_CATCHERS = {
     "straddling-predicate": {"device", "guards"},   # guard region
     "over-launch": {"grid"},                        # only the exact-grid check sees it
-    "max-size-default": {"device", "guards"},       # guard region
+    "max-size-default": {"device"},                 # guard region; now the emulator's descriptor check stops it first
     "buffer-straddle": {"bits", "written-once"},    # value comparison (dropped whole)
     "off-by-one": {"device", "guards"},
 }
 
 
 def test_mutation_check_catches_every_mutant(vgpu, monkeypatch, mutant_root):
-    results = [_result(vgpu, monkeypatch, mutant_root, m.name) for m in M.MUTANTS]
+    results = [_result(vgpu, monkeypatch, mutant_root, m.name) for m in M.ALL_MUTANTS]
     caught = [r for r in results if r.caught]
     line = (f"mutation check: {len(caught)}/{len(results)} mutants caught ("
             + "; ".join(r.describe() for r in results) + ")")
@@ -85,5 +99,6 @@ def test_mutation_check_catches_every_mutant(vgpu, monkeypatch, mutant_root):
     print(line)
     assert len(caught) == len(results), line
     for r in results:
-        missing = EXPECTED_CATCHERS[r.mutant.name] - set(r.by_check())
+        # a dispatch mutant must be caught by the scenario written for it
+        missing = EXPECTED_CATCHERS.get(r.mutant.name, set(r.mutant.kill[:1])) - set(r.by_check())
         assert not missing, f"{r.mutant.name}: expected {sorted(missing)} among its catchers; {r.describe()}"
