@@ -13,12 +13,15 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "torch-ext" / "relu_flydsl"
+sys.path.insert(0, str(ROOT / "tools"))
+
+import build_variant  # noqa: E402
+
+KP = build_variant._load_by_path("_kp_under_test", PKG / "_kernels_private.py")  # the one user of kernels._rust
 
 
 def test_build_toml_is_accepted_by_kernels():
-    from kernels._rust import Build
-
-    Build.open(str(ROOT))  # raises on an invalid build.toml
+    build_variant.kernels_private().Build.open(str(ROOT))  # raises on an invalid build.toml
     import tomllib
 
     cfg = tomllib.loads((ROOT / "build.toml").read_text())
@@ -29,11 +32,56 @@ def test_build_toml_is_accepted_by_kernels():
 
 
 def test_kernels_rejects_a_broken_build_toml(tmp_path):
-    from kernels._rust import Build
-
     (tmp_path / "build.toml").write_text((ROOT / "build.toml").read_text().replace("rocm_archs", "rocm-archs"))
     with pytest.raises(Exception):
-        Build.open(str(tmp_path))
+        build_variant.kernels_private().Build.open(str(tmp_path))
+
+
+def test_kernels_private_api_still_works():
+    """Every call into the private kernels._rust, exercised. If this fails after a kernels
+    upgrade, its message names the call that changed and the module to update."""
+    KP.check(ROOT)
+
+
+def test_a_changed_private_api_is_named(monkeypatch):
+    """The check is not vacuous: a kernels without Digest, or whose Digest.hash_variant
+    behaves differently, fails with a message naming it and the tested kernels version."""
+    from kernels import _rust
+
+    KP.load.cache_clear()
+    monkeypatch.delattr(_rust, "Digest")
+    with pytest.raises(KP.KernelsPrivateAPIChanged, match=r"kernels._rust has no Digest.*kernels==0\.17\.2"):
+        KP.load()
+    monkeypatch.undo()
+    KP.load.cache_clear()
+
+    class Digest:
+        @staticmethod
+        def hash_variant(algorithm, path):
+            raise TypeError("hash_variant() takes 1 positional argument")
+
+    monkeypatch.setattr(_rust, "Digest", Digest)
+    with pytest.raises(KP.KernelsPrivateAPIChanged, match=r"Digest.hash_variant.*failed: TypeError"):
+        KP.check()
+    monkeypatch.undo()
+    KP.load.cache_clear()
+
+
+def test_only_one_module_uses_kernels_private_api():
+    """kernels._rust appears in code only in _kernels_private.py (tools and tests included)."""
+    users = []
+    for folder in ("torch-ext", "tools", "tests", "benchmarks", "flash_relu_rocm"):
+        for f in sorted((ROOT / folder).rglob("*.py")):
+            if f.is_symlink() or "__pycache__" in f.parts or f.name == "_kernels_private.py" or f == Path(__file__):
+                continue
+            tree = ast.parse(f.read_text())
+            for node in ast.walk(tree):
+                mods = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                        else [f"{node.module}.{a.name}" for a in node.names] if isinstance(node, ast.ImportFrom) and node.module
+                        else [])
+                if any(m == "kernels._rust" or m.startswith("kernels._rust.") for m in mods):
+                    users.append(str(f.relative_to(ROOT)))
+    assert users == [], f"import the kernels private API through relu_flydsl/_kernels_private.py, not in {users}"
 
 
 def test_public_api():
@@ -119,8 +167,8 @@ def built(tmp_path_factory):
 
 
 def test_built_variant_layout(built):
-    from kernels._rust import Digest, DigestAlgorithm, Metadata
-
+    k = build_variant.kernels_private()
+    Digest, DigestAlgorithm, Metadata = k.Digest, k.DigestAlgorithm, k.Metadata
     variant = built / "build" / "torch-rocm"
     meta = Metadata.read_from_file(str(variant / "metadata.json"))
     assert meta.version == 1 and meta.backend.archs == ["gfx950"]
@@ -130,6 +178,11 @@ def test_built_variant_layout(built):
     assert not (variant / "flash_relu_rocm").is_symlink(), "the variant must be self-contained"
     assert (built / "benchmarks" / "benchmark.py").is_file()
     assert json.loads((variant / "metadata.json").read_text())["id"].startswith("_relu_flydsl_rocm_")
+    # The licence ships with the variant (hashed with it: get_kernel downloads only build/) and at the root.
+    license_text = (ROOT / "LICENSE").read_bytes()
+    assert b"Apache License" in license_text and b"Version 2.0, January 2004" in license_text
+    assert (variant / "LICENSE").read_bytes() == license_text and (built / "LICENSE").read_bytes() == license_text
+    assert "LICENSE" in meta.digest.files
 
 
 def test_variant_loads_with_kernels_and_runs(built):

@@ -43,7 +43,9 @@ import kernels  # noqa: E402
 import kernels.resolver  # noqa: E402
 from huggingface_hub import constants  # noqa: E402
 from huggingface_hub.file_download import repo_folder_name  # noqa: E402
-from kernels._rust import KernelDependency, KernelLock, KernelLocks, KernelVersion  # noqa: E402
+
+_k = build_variant.kernels_private()  # kernels' private lock-file types, through the one module that uses them
+KernelDependency, KernelLock, KernelLocks, KernelVersion = _k.KernelDependency, _k.KernelLock, _k.KernelLocks, _k.KernelVersion
 
 REPO_ID = "org/relu-flydsl"
 VARIANT = "build/torch-rocm/"
@@ -137,7 +139,9 @@ def test_get_kernel_version_1_loads_the_cached_release(offline, built):
     assert sorted(module.__all__) == manifest["all"]
     # The package's own check, run on its own folder: symlinks into blobs/ are followed
     # for reading but the folder stays the snapshot's.
-    assert module.verify_variant() == manifest["digest_fingerprint"]
+    assert module.verify_digest() == manifest["digest_fingerprint"]
+    with pytest.warns(DeprecationWarning, match=r"verify_variant\(\) is deprecated.*verify_digest"):
+        assert module.verify_variant() == manifest["digest_fingerprint"]  # version 1's name still works
     module.reset_dispatch_stats()
     x = torch.tensor([-1.5, -0.0, 0.0, 2.0, float("nan")])
     y = module.relu(x)
@@ -191,25 +195,25 @@ def test_tampered_file_in_the_cache_is_detected(monkeypatch, built, tmp_path):
 
     sys.path.insert(0, str(ROOT / "torch-ext"))
     try:
-        from relu_flydsl._verify import VariantVerificationError, verify_variant
+        from relu_flydsl._verify import VariantVerificationError, verify_digest
     finally:
         sys.path.remove(str(ROOT / "torch-ext"))
 
-    assert verify_variant(variant) == manifest["digest_fingerprint"]
-    assert verify_variant(variant, expected=manifest["digest_fingerprint"]) == manifest["digest_fingerprint"]
+    assert verify_digest(variant) == manifest["digest_fingerprint"]
+    assert verify_digest(variant, expected=manifest["digest_fingerprint"]) == manifest["digest_fingerprint"]
     with pytest.raises(VariantVerificationError, match="not the pinned"):
-        verify_variant(variant, expected="sha256:" + "0" * 64)
+        verify_digest(variant, expected="sha256:" + "0" * 64)
 
     target = variant / "flash_relu_rocm" / "plan.py"
     assert target.is_symlink()
     target.write_text(target.read_text() + "\n# patched\n")  # writes the blob, as an attacker would
     with pytest.raises(VariantVerificationError, match=r"flash_relu_rocm/plan\.py"):
-        verify_variant(variant)
+        verify_digest(variant)
 
     target.unlink()
     (variant / "extra.py").write_text("print('hi')\n")
     with pytest.raises(VariantVerificationError) as error:
-        verify_variant(variant)
+        verify_digest(variant)
     assert "flash_relu_rocm/plan.py" in str(error.value) and "extra.py" in str(error.value)
 
 

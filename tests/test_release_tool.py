@@ -1,5 +1,7 @@
 """tools/release.py: the versioning rules, and that --dry-run prints exactly
-the operations the upload sends (HfApi replaced by a recorder; no network)."""
+the operations the upload sends: the upload runs huggingface_hub's real
+HfApi.upload_folder / upload_file against an HfApi whose network calls are
+replaced by a recorder (no network)."""
 
 import copy
 import re
@@ -13,6 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
 import release  # noqa: E402
+from huggingface_hub import HfApi, hf_api  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -22,32 +25,41 @@ def built(tmp_path_factory):
     return out, release.manifest_for(out)
 
 
-class RecordingApi:
-    """Stands in for HfApi: records every call, sends nothing."""
+class RecordingApi(HfApi):
+    """The real HfApi (upload_folder, upload_file and their file selection run as
+    shipped) with its network calls recorded instead of sent."""
 
-    def __init__(self, branches=(), files=()):
-        self.calls, self.branches, self.files = [], list(branches), list(files)
+    def __init__(self, files=()):
+        super().__init__(token=False)
+        self.calls, self.files = [], list(files)
 
     def create_repo(self, repo_id, **kw):
         self.calls.append(("create_repo", repo_id, kw))
 
-    def list_repo_refs(self, repo_id, **kw):
-        self.calls.append(("list_repo_refs", repo_id, kw))
-        return types.SimpleNamespace(branches=[types.SimpleNamespace(name=b) for b in self.branches])
+    def create_branch(self, repo_id, **kw):
+        self.calls.append(("create_branch", repo_id, kw))
 
     def list_repo_files(self, repo_id, **kw):
         self.calls.append(("list_repo_files", repo_id, kw))
         return list(self.files)
 
-    def create_branch(self, repo_id, **kw):
-        self.calls.append(("create_branch", repo_id, kw))
+    def _validate_yaml(self, content, **kw):  # a POST to the Hub; the card's front matter is tested elsewhere
+        self.calls.append(("validate_yaml", None, kw))
 
-    def create_commit(self, repo_id, operations, commit_message, revision, repo_type):
+    def create_commit(self, repo_id, operations, commit_message, revision=None, repo_type=None, **kw):
         self.calls.append(("create_commit", repo_id, dict(operations=list(operations), revision=revision, repo_type=repo_type)))
         return types.SimpleNamespace(oid="c0ffee", commit_url="")
 
     def commits(self):
         return [c[2] for c in self.calls if c[0] == "create_commit"]
+
+
+@pytest.fixture
+def recording(monkeypatch):
+    # Without hf_xet, upload_folder makes its one create_commit (the path this test can record);
+    # with it, the same operations go through hf_xet's pipeline.
+    monkeypatch.setattr(hf_api, "is_xet_available", lambda: False)
+    return RecordingApi
 
 
 def _sent(api):
@@ -74,7 +86,7 @@ def _dry_run_rows(text, out):
     return rows
 
 
-def test_dry_run_lists_exactly_what_the_upload_sends(built, capsys):
+def test_dry_run_lists_exactly_what_the_upload_sends(built, capsys, recording):
     out, manifest = built
     before = {p: p.read_bytes() for p in [ROOT / "CHANGELOG.md", *sorted((ROOT / "releases").glob("*.json"))] if p.exists()}
     assert release.main(["--dry-run", "--out", str(out)]) == 0
@@ -82,26 +94,31 @@ def test_dry_run_lists_exactly_what_the_upload_sends(built, capsys):
     after = {p: p.read_bytes() for p in before}
     assert after == before  # the dry run writes nothing in the repo
 
-    api = RecordingApi()  # a new branch: nothing there yet
-    release.upload(lambda existing: release.plan_release(out, manifest, existing), api, manifest)
+    api = recording()  # a new branch: nothing there yet
+    release.upload(api, out, manifest)
     sent = _sent(api)
     assert _dry_run_rows(printed, out) == sent
-    assert ("create_branch", "org/relu-flydsl", {"branch": "v1", "repo_type": "kernel"}) in api.calls
+    assert ("create_branch", "org/relu-flydsl", {"branch": "v1", "repo_type": "kernel", "exist_ok": True}) in api.calls
     v1 = {path for branch, _, path, _ in sent if branch == "v1"}
-    assert "build/torch-rocm/metadata.json" in v1 and "benchmarks/benchmark.py" in v1 and "README.md" in v1
-    assert all(p.startswith(("build/torch-rocm/", "benchmarks/")) or p == "README.md" for p in v1)
+    assert {"build/torch-rocm/metadata.json", "build/torch-rocm/LICENSE", "benchmarks/benchmark.py",
+            "README.md", "LICENSE"} <= v1
+    assert all(p.startswith(("build/torch-rocm/", "benchmarks/")) or p in ("README.md", "LICENSE") for p in v1)
     assert not any("__pycache__" in p or p.endswith(".pyc") for p in v1)
     assert [r[2] for r in sent if r[0] == "main"] == ["README.md"]
 
 
-def test_upload_to_an_existing_branch_deletes_stale_files_only_in_its_folders(built):
+def test_upload_to_an_existing_branch_deletes_stale_files_only_in_its_folders(built, recording):
     out, manifest = built
     stale = ["build/torch-rocm/old_module.py", "benchmarks/old.py", "build/torch-cuda/x.py", ".gitattributes"]
-    api = RecordingApi(branches=["main", "v1"], files=stale + ["build/torch-rocm/__init__.py"])
-    release.upload(lambda existing: release.plan_release(out, manifest, existing), api, manifest)
-    assert not any(c[0] == "create_branch" for c in api.calls)
+    existing = stale + ["build/torch-rocm/__init__.py"]
+    api = recording(files=existing)
+    release.upload(api, out, manifest)
     deleted = [r[2] for r in _sent(api) if r[1] == "delete"]
-    assert deleted == ["benchmarks/old.py", "build/torch-rocm/old_module.py"]
+    assert deleted == ["build/torch-rocm/old_module.py", "benchmarks/old.py"]
+    planned = release.plan_release(out, manifest, existing)  # the same selection, computed without the Hub
+    assert [(r[0], r[1], r[2]) for r in _sent(api)] == [
+        (c.branch, "delete" if type(op).__name__ == "CommitOperationDelete" else "add", op.path_in_repo)
+        for c in planned.commits for op in c.operations]
     dry = release.plan_release(out, manifest)
     adds = [(r[0], r[2]) for r in _sent(api) if r[1] == "add"]
     assert adds == [(c.branch, op.path_in_repo) for c in dry.commits for op in c.operations]

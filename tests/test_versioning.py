@@ -55,6 +55,54 @@ def test_card_front_matter_and_api(built):
     for dtype in ("float32", "float16", "bfloat16"):
         assert dtype in card
     assert "flydsl==0.5.0" in card and "RELU_FLYDSL_DISABLE" in card and "RELU_FLYDSL_RUNG" in card
+    assert "`verify_digest`" in card
+
+
+def _render(template_text, **drop):
+    import jinja2
+
+    config = release.build_variant.read_build_toml()
+    variables = release.build_variant.card_variables(config, ROOT / "torch-ext" / "relu_flydsl")
+    for name in drop:
+        del variables[name]
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    return env.from_string(template_text).render(**variables)
+
+
+def test_card_is_a_jinja_template_rendered_by_the_build(built):
+    """CARD.md.j2 renders with jinja2 (what minijinja-based card renderers understand):
+    nothing left unrendered, the build's README.md is exactly that rendering, and a
+    missing variable is an error rather than a silently empty field."""
+    import jinja2
+
+    template = (ROOT / "CARD.md.j2").read_text()
+    card = _render(template)
+    assert (built / "README.md").read_text() == card
+    for leftover in ("{{", "}}", "{%", "%}", "{#", "#}", "{version}", "{card_body}"):
+        assert leftover not in card, f"unrendered {leftover!r} in the card"
+    with pytest.raises(jinja2.UndefinedError, match="source_url"):
+        _render(template, source_url=None)
+
+
+def test_card_content(built):
+    card = (built / "README.md").read_text()
+    # The source repository, from the one constant that holds it.
+    assert f"({release.build_variant.SOURCE_URL})" in card
+    # Support table: gfx950 runs the kernels, another ROCm GPU needs check_arch=False and falls
+    # back, CPU/CUDA cannot load the torch-rocm build through get_kernel.
+    rows = {line.split("|")[1].strip(): line for line in card.splitlines() if line.startswith("| ")}
+    gfx950 = next(v for k, v in rows.items() if "`gfx950`" in k)
+    other = next(v for k, v in rows.items() if "another GPU" in k)
+    cpu = next(v for k, v in rows.items() if "CPU" in k)
+    assert "loads" in gfx950 and "FlyDSL" in gfx950
+    assert "check_arch=False" in other and "torch's kernel" in other
+    assert "cannot load" in cpu and "CUDA" in cpu
+    assert "no hardware numbers yet; run `bash main.sh` on an mi350x" in card.lower()
+    assert f"kernels benchmark org/relu-flydsl --version {VERSION}" in card
+    # The kernel's rule, not a claim to be torch.relu bit for bit.
+    assert "y = +0.0 if x < 0 else x" in card
+    assert "exact semantics" not in card and "identical" not in card
+    assert "LICENSE" in card
 
 
 @pytest.mark.parametrize("where", ["metadata", "changelog", "card", "manifest"])

@@ -3,16 +3,22 @@
     relu-build/
       build/torch-rocm/   the variant: torch-ext/relu_flydsl/** flat, with
                           flash_relu_rocm/ copied in (relative imports only),
-                          _ops.py stamped with a unique id, metadata.json + digest
+                          LICENSE, _ops.py stamped with a unique id,
+                          metadata.json + digest
       benchmarks/         benchmark.py (kernels benchmark workloads)
-      README.md           the card (CARD.md filled in)
+      README.md           the card (CARD.md.j2 rendered with jinja2)
+      LICENSE             Apache-2.0
 
 Usage: python tools/build_variant.py [--out relu-build]
-Validation and hashing are the kernels library's (kernels._rust).
+Validation and hashing are the kernels library's, through the package's
+_kernels_private.py (the one user of the private kernels._rust).
 """
 
 import argparse
+import ast
+import functools
 import hashlib
+import importlib.util
 import json
 import re
 import shutil
@@ -23,13 +29,44 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "torch-ext" / "relu_flydsl"
 VARIANT = "torch-rocm"
+LICENSE = ROOT / "LICENSE"
+CARD_TEMPLATE = ROOT / "CARD.md.j2"
+# PLACEHOLDER, like the Hub owner `org` in build.toml's repo-id: the source
+# repository's real address goes here (the card links to it) before the first upload.
+SOURCE_URL = "https://github.com/org/relu-flydsl"
+
+
+def _load_by_path(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@functools.cache
+def kernels_private():
+    """The kernels classes from the package's _kernels_private.py, loaded by path
+    (no package import, so no torch import)."""
+    return _load_by_path("_relu_flydsl_kernels_private", PACKAGE / "_kernels_private.py").load()
 
 
 def read_build_toml(root: Path = ROOT) -> dict:
-    from kernels._rust import Build
-
-    Build.open(str(root))  # the kernels library's own build.toml validation
+    kernels_private().Build.open(str(root))  # the kernels library's own build.toml validation
     return tomllib.loads((root / "build.toml").read_text())
+
+
+def public_api(variant: Path) -> list:
+    """`__all__` of the package's __init__.py, read without importing."""
+    tree = ast.parse((variant / "__init__.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            return sorted(ast.literal_eval(node.value))
+    raise RuntimeError(f"{variant}/__init__.py has no literal __all__: the public API must be explicit")
+
+
+def supported_dtypes(variant: Path) -> list:
+    """DTYPES of flash_relu_rocm/registry.py (loaded standalone: it imports no torch/flydsl)."""
+    return sorted(_load_by_path("_relu_flydsl_registry", variant / "flash_relu_rocm" / "registry.py").DTYPES)
 
 
 def _copy_package(dst: Path):
@@ -58,10 +95,9 @@ def stamp_ops(variant: Path, unique_id: str):
 
 
 def write_metadata(variant: Path, config: dict, unique_id: str) -> dict:
-    from kernels._rust import Digest, DigestAlgorithm, Metadata
-
+    k = kernels_private()
     general = config["general"]
-    digest = Digest.hash_variant(DigestAlgorithm.SHA256, variant)
+    digest = k.Digest.hash_variant(k.DigestAlgorithm.SHA256, variant)
     metadata = {
         "name": general["name"],
         "id": f"_{general['name'].replace('-', '_')}_rocm_{unique_id}",
@@ -73,15 +109,28 @@ def write_metadata(variant: Path, config: dict, unique_id: str) -> dict:
     }
     path = variant / "metadata.json"
     path.write_text(json.dumps(metadata, indent=2) + "\n")
-    Metadata.read_from_file(str(path))  # kernels must accept what we wrote
+    k.Metadata.read_from_file(str(path))  # kernels must accept what we wrote
     return metadata
 
 
-def render_card(version: int) -> str:
-    body_path = ROOT / "docs" / "card_body.md"
-    body = body_path.read_text() if body_path.exists() else ""
-    # The body first, so `{version}` in docs/card_body.md follows build.toml too.
-    return (ROOT / "CARD.md").read_text().replace("{card_body}", body).replace("{version}", str(version))
+def render_card(config: dict, variant: Path, template: Path = CARD_TEMPLATE) -> str:
+    """The card: CARD.md.j2 rendered with jinja2 (an unknown variable is an error)."""
+    import jinja2
+
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
+    return env.from_string(template.read_text()).render(**card_variables(config, variant))
+
+
+def card_variables(config: dict, variant: Path) -> dict:
+    general = config["general"]
+    return {
+        "version": general["version"],
+        "repo_id": general["hub"]["repo-id"],
+        "source_url": SOURCE_URL,
+        "public_api": public_api(variant),
+        "dtypes": supported_dtypes(variant),
+        "archs": list(config["torch-noarch"]["rocm_archs"]),
+    }
 
 
 def build(out: Path) -> dict:
@@ -90,6 +139,8 @@ def build(out: Path) -> dict:
     shutil.rmtree(tmp, ignore_errors=True)
     variant = tmp / "build" / VARIANT
     _copy_package(variant)
+    shutil.copy2(LICENSE, variant / "LICENSE")  # hashed with the variant: get_kernel downloads only build/
+    shutil.copy2(LICENSE, tmp / "LICENSE")
     unique_id = source_id(variant)
     stamp_ops(variant, unique_id)
     metadata = write_metadata(variant, config, unique_id)
@@ -98,7 +149,7 @@ def build(out: Path) -> dict:
     (tmp / "benchmarks").mkdir()
     for script in sorted((ROOT / "benchmarks").glob("benchmark*.py")):
         shutil.copy2(script, tmp / "benchmarks" / script.name)
-    (tmp / "README.md").write_text(render_card(config["general"]["version"]))
+    (tmp / "README.md").write_text(render_card(config, variant))
     # Replace the old build only once the new one is complete.
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)

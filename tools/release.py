@@ -13,14 +13,20 @@ N is build.toml's [general] version (the single source). Steps:
      alpha and exempt; versions never go backwards or skip;
   3. write the CHANGELOG.md entry for N (kept if present) and releases/vN.json
      (version, branch, __all__, dtypes, the variant digest from metadata.json);
-  4. upload with huggingface_hub, repo_type="kernel": one commit to branch vN
-     holding build/torch-rocm/**, benchmarks/** and README.md (the card), plus
-     deletions of files a previous upload left there under those folders; then
-     the card as README.md on main (the Hub page shows main; kernel-builder's
-     `upload` does the same).
+  4. upload with huggingface_hub's own steps, repo_type="kernel": create_repo and
+     create_branch (exist_ok), then HfApi.upload_folder(revision=vN,
+     allow_patterns=..., delete_patterns=...): build/torch-rocm/**, benchmarks/**,
+     README.md (the card) and LICENSE, deleting files a previous upload left under
+     build/torch-rocm/ and benchmarks/; then HfApi.upload_file puts the card as
+     README.md on main (the Hub page shows main; kernel-builder's `upload` does
+     the same). With hf_xet installed, upload_folder may split a large folder into
+     several commits; this one is about 25 small files.
 
-The upload operations are built once by `plan_release`; --dry-run prints that
-plan and the upload sends it (tests/test_release_tool.py checks both agree).
+--dry-run prints the operations those calls make, computed with huggingface_hub's
+own pattern filter (`filter_repo_objects`) and the same patterns; the files that
+delete_patterns removes are known only at upload time (they depend on the branch).
+tests/test_release_tool.py runs the real upload_folder against a recording HfApi
+and checks it sends exactly what --dry-run printed.
 """
 
 import argparse
@@ -44,8 +50,11 @@ RELEASES = ROOT / "releases"
 CHANGELOG = ROOT / "CHANGELOG.md"
 REPO_TYPE = "kernel"
 MAIN_BRANCH = "main"
-# Folders of the version branch this tool owns: stale files in them are deleted.
-MANAGED_PREFIXES = (f"build/{build_variant.VARIANT}/", "benchmarks/")
+# What upload_folder sends from relu-build/ (huggingface_hub's fnmatch patterns: `*` spans `/`).
+ALLOW_PATTERNS = (f"build/{build_variant.VARIANT}/*", "benchmarks/*", "README.md", "LICENSE")
+IGNORE_PATTERNS = ("*/__pycache__/*", "*.pyc")
+# Folders of the version branch this tool owns: files in them that this build lacks are deleted.
+DELETE_PATTERNS = (f"build/{build_variant.VARIANT}/*", "benchmarks/*")
 
 
 class ReleaseError(RuntimeError):
@@ -53,27 +62,13 @@ class ReleaseError(RuntimeError):
 
 
 # ---- what a release contains ---------------------------------------------
-def public_api(variant: Path) -> list:
-    """`__all__` of the variant's top-level __init__.py, read without importing."""
-    tree = ast.parse((variant / "__init__.py").read_text())
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
-            return sorted(ast.literal_eval(node.value))
-    raise ReleaseError(f"{variant}/__init__.py has no literal __all__: the public API must be explicit")
-
-
-def supported_dtypes(variant: Path) -> list:
-    """DTYPES of the shipped flash_relu_rocm/registry.py (loaded standalone: it imports no torch/flydsl)."""
-    path = variant / "flash_relu_rocm" / "registry.py"
-    spec = importlib.util.spec_from_file_location("_relu_release_registry", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return sorted(module.DTYPES)
+public_api = build_variant.public_api          # `__all__`, read without importing
+supported_dtypes = build_variant.supported_dtypes  # flash_relu_rocm.registry.DTYPES
 
 
 def digest_fingerprint(digest: dict) -> str:
     """One sha256 over the variant's per-file digest: the package's own
-    `_verify.digest_fingerprint`, the value `verify_variant()` returns."""
+    `_verify.digest_fingerprint`, the value `verify_digest()` returns."""
     spec = importlib.util.spec_from_file_location("_relu_release_verify", build_variant.PACKAGE / "_verify.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -260,38 +255,34 @@ class UploadPlan:
         return self.commits[0].branch
 
 
-def _files(out: Path) -> list:
-    """(path_in_repo, local path) for everything the version branch gets."""
-    files = []
-    for sub in (Path("build") / build_variant.VARIANT, Path("benchmarks")):
-        for p in sorted((out / sub).rglob("*")):
-            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc":
-                files.append((p.relative_to(out).as_posix(), p))
-    files.append(("README.md", out / "README.md"))
-    return files
+def _commit_message(manifest: dict) -> str:
+    return f"relu-flydsl v{manifest['version']} ({manifest['variant']} {manifest['digest_fingerprint']})"
 
 
 def plan_release(out: Path, manifest: dict, existing_files=()) -> UploadPlan:
-    """The exact commits the upload makes. `existing_files`: paths already on
-    the version branch (listed at upload time; the dry run cannot know them):
-    files under build/torch-rocm/ or benchmarks/ that this build does not have
-    are deleted so the branch holds exactly this release."""
+    """The operations upload() makes, computed as upload_folder computes them:
+    huggingface_hub's filter_repo_objects over the files of `out` with
+    ALLOW_PATTERNS / IGNORE_PATTERNS (+ its default ignores), and over
+    `existing_files` (the branch's files, known only at upload time; the dry
+    run passes none) with DELETE_PATTERNS, minus re-added paths and .gitattributes."""
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete
+    from huggingface_hub.utils import DEFAULT_IGNORE_PATTERNS, filter_repo_objects
 
+    local = {p.relative_to(out).as_posix(): p for p in sorted(out.glob("**/*")) if p.is_file()}
+    chosen = filter_repo_objects(local, allow_patterns=list(ALLOW_PATTERNS),
+                                 ignore_patterns=list(IGNORE_PATTERNS) + list(DEFAULT_IGNORE_PATTERNS))
+    adds = [CommitOperationAdd(path_in_repo=rel, path_or_fileobj=local[rel]) for rel in chosen]
+    added = {op.path_in_repo for op in adds}
+    deletes = [CommitOperationDelete(path_in_repo=p, is_folder=False)
+               for p in filter_repo_objects(list(existing_files), allow_patterns=list(DELETE_PATTERNS))
+               if p != ".gitattributes" and p not in added]
     version, branch = manifest["version"], manifest["branch"]
-    adds = [CommitOperationAdd(path_in_repo=repo_path, path_or_fileobj=str(local)) for repo_path, local in _files(out)]
-    new_paths = {op.path_in_repo for op in adds}
-    deletes = [
-        CommitOperationDelete(path_in_repo=p)
-        for p in sorted(existing_files)
-        if p.startswith(MANAGED_PREFIXES) and p not in new_paths
-    ]
-    message = f"relu-flydsl v{version} ({manifest['variant']} {manifest['digest_fingerprint']})"
-    card = [CommitOperationAdd(path_in_repo="README.md", path_or_fileobj=str(out / "README.md"))]
+    card = [CommitOperationAdd(path_in_repo="README.md", path_or_fileobj=out / "README.md")]
     return UploadPlan(
         repo_id=manifest["repo_id"],
         version=version,
-        commits=[Commit(branch, adds + deletes, message), Commit(MAIN_BRANCH, card, f"relu-flydsl card for v{version}")],
+        commits=[Commit(branch, deletes + adds, _commit_message(manifest)),
+                 Commit(MAIN_BRANCH, card, f"relu-flydsl card for v{version}")],
     )
 
 
@@ -309,8 +300,8 @@ def describe_plan(plan: UploadPlan) -> str:
     for commit in plan.commits:
         lines.append(f"branch {commit.branch}: {len(commit.operations)} operations, message {commit.message!r}")
         lines += [f"  {describe_operation(op)}" for op in commit.operations]
-    lines.append("(at upload time, files a previous upload left under "
-                 + ", ".join(MANAGED_PREFIXES) + " on the version branch are deleted in the same commit)")
+    lines.append("(at upload time, upload_folder's delete_patterns " + ", ".join(DELETE_PATTERNS)
+                 + " also delete what a previous upload left there and this build lacks)")
     return "\n".join(lines)
 
 
@@ -327,25 +318,24 @@ def check_hub_client():
         )
 
 
-def upload(plan_for_existing, api, manifest) -> list:
-    """Create the repo and branch if needed, then make the planned commits.
-    `plan_for_existing(existing_files) -> UploadPlan`. Returns the commit infos."""
+def upload(api, out: Path, manifest: dict) -> list:
+    """huggingface_hub's own steps: create the repo and the version branch if
+    needed, upload_folder to the branch, upload_file the card to main.
+    Returns the commit infos."""
     check_hub_client()
     repo_id, branch = manifest["repo_id"], manifest["branch"]
     api.create_repo(repo_id, repo_type=REPO_TYPE, exist_ok=True)
-    refs = api.list_repo_refs(repo_id, repo_type=REPO_TYPE)
-    existing = []
-    if any(b.name == branch for b in refs.branches):
-        existing = api.list_repo_files(repo_id, repo_type=REPO_TYPE, revision=branch)
-    else:
-        api.create_branch(repo_id, branch=branch, repo_type=REPO_TYPE)
-    plan = plan_for_existing(existing)
-    infos = []
-    for commit in plan.commits:
-        infos.append(api.create_commit(
-            repo_id, operations=commit.operations, commit_message=commit.message,
-            revision=commit.branch, repo_type=REPO_TYPE,
-        ))
+    api.create_branch(repo_id, branch=branch, repo_type=REPO_TYPE, exist_ok=True)
+    infos = [api.upload_folder(
+        repo_id=repo_id, folder_path=out, repo_type=REPO_TYPE, revision=branch,
+        commit_message=_commit_message(manifest),
+        allow_patterns=list(ALLOW_PATTERNS), ignore_patterns=list(IGNORE_PATTERNS),
+        delete_patterns=list(DELETE_PATTERNS),
+    )]
+    infos.append(api.upload_file(
+        path_or_fileobj=out / "README.md", path_in_repo="README.md", repo_id=repo_id,
+        repo_type=REPO_TYPE, revision=MAIN_BRANCH, commit_message=f"relu-flydsl card for v{manifest['version']}",
+    ))
     return infos
 
 
@@ -402,7 +392,7 @@ def main(argv=None):
         return 2
     from huggingface_hub import HfApi
 
-    infos = upload(lambda existing: plan_release(out, manifest, existing), HfApi(token=os.environ["HF_TOKEN"]), manifest)
+    infos = upload(HfApi(token=os.environ["HF_TOKEN"]), out, manifest)
     for info in infos:
         print(f"committed {getattr(info, 'oid', info)}: {getattr(info, 'commit_url', '')}")
     print(f"released {manifest['repo_id']} {manifest['branch']}: get_kernel({manifest['repo_id']!r}, version={manifest['version']})")

@@ -1,10 +1,11 @@
 """relu-flydsl: torch.relu for AMD MI350X/MI355X (gfx950) from the FlyDSL ladder.
 
-    relu(x, out=None)       torch.relu's exact semantics; FlyDSL kernel on gfx950
+    relu(x, out=None)       y = +0.0 if x < 0 else x, on the bits; FlyDSL kernel on gfx950
     layers.ReLU             the same as an nn.Module for kernels.kernelize
     dispatch_stats()        which path each call took (kernel rung or fallback + why)
     warmup(dtypes)          compile kernels ahead of the first call
-    verify_variant(path)    check an installed variant against its digest
+    verify_digest(path)     check an installed variant's files against its digest
+                            (verify_variant: its deprecated version-1 name)
 
 flydsl is imported only when the FlyDSL path first runs.
 """
@@ -13,6 +14,9 @@ from . import layers
 from ._dispatch import dispatch_stats, reset_dispatch_stats, warmup
 from ._relu import relu
 from ._version import __version__
-from ._verify import verify_variant
+from ._verify import verify_digest, verify_variant
 
+# Version 1's API, frozen: adding or removing a symbol needs a new version (tools/release.py).
+# verify_digest, the new name of verify_variant (kept, deprecated: it warns), joins __all__
+# with the next version; code that must run on every version-1 commit calls verify_variant.
 __all__ = ["__version__", "dispatch_stats", "layers", "relu", "reset_dispatch_stats", "verify_variant", "warmup"]

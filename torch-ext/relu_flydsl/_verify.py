@@ -1,12 +1,25 @@
-"""Check an installed variant against the digest in its metadata.json.
+"""Check an installed variant's files against the digest in its metadata.json.
 
 Loading a kernel does not check its files; a serving stack can call this at
-startup: `relu_flydsl.verify_variant()` (this package's own folder) or
-`verify_variant(path)`. Uses the `kernels` library's own digest functions
-(`Digest.hash_variant` + `metadata.digest.validate`).
+startup: `relu_flydsl.verify_digest()` (this package's own folder) or
+`verify_digest(path)`. Uses the `kernels` library's own digest functions
+(`Digest.hash_variant` + `metadata.digest.validate`, via _kernels_private).
 
 It returns the release fingerprint ("sha256:..."), the value recorded for the
 release in releases/vN.json and the CHANGELOG, so a stack can also pin it.
+
+A digest check, not a signature check. `kernels verify-signature REPO VERSION`
+(kernels.verify.verify_variant) first checks a sigstore signature of
+metadata.json (`metadata.json.sigstore`, made by a publisher its policies
+trust, kernels-community's CI by default) and only then this same digest.
+relu-flydsl releases are not signed, so that command answers "signature not
+found" for them. verify_digest finds changed, added or missing files (a
+corrupted or edited cache); it cannot tell who published metadata.json, since
+whoever can rewrite the files can rewrite it too. `expected=` with the
+fingerprint from the source repository's CHANGELOG anchors it to a release.
+
+verify_variant() is the version-1 name of verify_digest() (deprecated: it is
+also the name of kernels' signature check, which it is not).
 
 In the Hugging Face cache every file of a snapshot is a symlink into blobs/:
 the variant folder is this file's folder as reached, never its resolved target.
@@ -15,6 +28,7 @@ the variant folder is this file's folder as reached, never its resolved target.
 import hashlib
 import json
 import os
+import warnings
 from pathlib import Path
 
 
@@ -36,7 +50,7 @@ def _own_variant() -> Path:
     return Path(os.path.dirname(os.path.abspath(__file__)))
 
 
-def verify_variant(path=None, expected: str = None) -> str:
+def verify_digest(path=None, expected: str = None) -> str:
     """Rehash the variant folder and compare with metadata.json's digest.
 
     path: the variant folder (default: the folder this package was loaded from).
@@ -44,10 +58,13 @@ def verify_variant(path=None, expected: str = None) -> str:
         CHANGELOG); a different release raises even when its files are intact.
     Returns the release fingerprint on success; raises VariantVerificationError
     naming every changed, added or missing file otherwise."""
+    from ._kernels_private import load
+
     try:
-        from kernels._rust import Digest, DigestValidationError, Metadata
+        k = load()
     except ImportError as e:  # the package runs without kernels; checking needs it
-        raise VariantVerificationError(f"verify_variant needs the `kernels` library: {e}") from None
+        raise VariantVerificationError(f"verify_digest: {e}") from None
+    Digest, DigestValidationError, Metadata = k.Digest, k.DigestValidationError, k.Metadata
 
     variant = Path(path) if path is not None else _own_variant()
     metadata_path = variant / "metadata.json"
@@ -72,3 +89,14 @@ def verify_variant(path=None, expected: str = None) -> str:
             f"{variant}: intact, but it is release {fingerprint}, not the pinned {expected}"
         )
     return fingerprint
+
+
+def verify_variant(path=None, expected: str = None) -> str:
+    """Deprecated name of verify_digest() (version 1's name; same arguments and result)."""
+    warnings.warn(
+        "relu_flydsl.verify_variant() is deprecated: it is a digest check, now named verify_digest() "
+        "(same arguments); it is not kernels' signature check (`kernels verify-signature`)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return verify_digest(path, expected)
