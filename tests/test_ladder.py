@@ -231,3 +231,42 @@ def test_baseline_mode_end_to_end_on_cpu(tmp_path, monkeypatch, capsys):
     assert "check torch bfloat16 ok" in out and "NaN bits changed" in out
     assert ("cross-check unavailable" in out) or ("cross-check, torch" in out)
     assert "what torch does on this device" in out
+
+
+class _FakeRelu:
+    """Stands in for relu_flydsl in GPU mode on CPU: v5 follows the bit rule, v4 turns -0.0
+    into +0.0 (as torch on an NVIDIA GPU does) and must be refused by the rungs' gate."""
+
+    def __init__(self):
+        self.stats = {}
+
+    def relu(self, x, out=None, rung=None):
+        key = f"flydsl/{rung}/{str(x.dtype).removeprefix('torch.')}"
+        self.stats[key] = self.stats.get(key, 0) + 1
+        (_max_zero if rung == "v4" else lambda x, out: out.copy_(ladder.bit_rule(x)))(x, out)
+        return out
+
+    def dispatch_stats(self):
+        return dict(self.stats)
+
+
+def test_gpu_mode_end_to_end_on_cpu_gates_rungs_on_the_bit_rule(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(ladder, "DEVICE", "cpu")
+    monkeypatch.setattr(ladder, "gfx950_device", lambda: (True, "fake gfx950"))
+    monkeypatch.setattr(ladder, "load_relu", lambda variant=None: _FakeRelu())
+    monkeypatch.setattr(ladder, "bench_shapes", lambda: {"POST_SHAPES": ((64, 256),), "CACHE_BAND_SHAPES": ()})
+    monkeypatch.setattr(ladder.check_impl, "__defaults__", (SMALL,))
+    monkeypatch.setattr(ladder.check_baseline, "__defaults__", (SMALL,))
+    monkeypatch.setattr(ladder, "time_launches", lambda fn, iters, warmup: [fn() for _ in range(iters + warmup)] and 1e-5)
+    monkeypatch.setattr(rs.observe, "__defaults__", (rs.DTYPES, 256))
+    rc = ladder.main(["--mode", "gpu", "--rungs", "v4", "v5", "--sweeps", "shapes", "--rounds", "3", "--iters", "2",
+                      "--warmup", "1", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert rc == 1, out  # v4 refused
+    rows = {r["impl"]: r for r in json.loads((tmp_path / "ladder.json").read_text())["rows"]}
+    assert rows["v4"]["gbps"] is None and "differ from the bit rule" in rows["v4"]["status"]
+    assert rows["v5"]["gbps"] and rows["v5"]["vs_torch"] == pytest.approx(1.0)
+    assert rows["torch"]["gbps"] and "NaN bits changed" in rows["torch"]["note"]  # CPU torch, bf16
+    assert "[1] torch, 64x256 bfloat16: torch on this device: NaN bits changed" in out
+    assert "not reported (failed correctness): v4" in out
+    assert "MI350X peak 8 TB/s (reference)" in out
