@@ -188,3 +188,65 @@ def test_unimplemented_instruction_stops_the_run(vgpu):
     kernarg[24:28] = kernarg[8:12]
     with pytest.raises(Unsupported, match="v_sin_f32"):
         Emulator(bad, vgpu.memory).run((1, 1, 1), (128, 1, 1), kernarg.ctypes.data)
+
+
+# ---- buffer resources (issue 13 item 2) -------------------------------------
+def _patch_program(vgpu, monkeypatch, kernel, edit):
+    """Replace the loaded Program of `kernel` ((rung, dtype, vec)) by one whose
+    disassembly lines went through edit(lines) -> lines."""
+    from vgpu.emulator import Program
+
+    keys = [k for k, p in vgpu.programs.items() if S.kernel_identity(k[1]) == kernel]
+    assert keys, f"{kernel} is not loaded"
+    for key in keys:
+        k = vgpu.programs[key].kernel
+        monkeypatch.setitem(vgpu.programs, key, Program(dataclasses.replace(k, lines=edit(list(k.lines)))))
+
+
+def _replace_line(pattern, mnemonic, operands):
+    """An edit replacing the first line whose 'mnemonic operands' matches pattern."""
+    import re
+
+    from vgpu.codeobj import Line
+
+    def edit(lines):
+        i = next(j for j, ln in enumerate(lines) if re.fullmatch(pattern, f"{ln.mnemonic} {ln.operands}"))
+        old = lines[i]
+        m = re.fullmatch(pattern, f"{old.mnemonic} {old.operands}")
+        lines[i] = Line(old.addr, mnemonic, operands.format(*m.groups()), old.words)
+        return lines
+    return edit
+
+
+_WORD3 = r"s_mov_b32 (s\d+), 0x27000"
+_WORD1 = r"s_and_b32 (s\d+), (s\d+), 0xffff"
+_WORD2 = r"s_lshl_b32 (s\d+), (s\d+), 2"
+BAD_RESOURCES = {
+    "data-format-0": (_WORD3, "s_mov_b32", "{0}, 0x7000", "word3 [18:15] DATA_FORMAT 0"),
+    "data-format-15": (_WORD3, "s_mov_b32", "{0}, 0x7f000", "word3 [18:15] DATA_FORMAT 15"),
+    "num-format-6": (_WORD3, "s_mov_b32", "{0}, 0x26000", "word3 [14:12] NUM_FORMAT 6"),
+    "num-format-0": (_WORD3, "s_mov_b32", "{0}, 0x20000", "word3 [14:12] NUM_FORMAT 0"),
+    "add-tid": (_WORD3, "s_mov_b32", "{0}, 0x827000", "word3 [23] ADD_TID_ENABLE"),
+    "type": (_WORD3, "s_mov_b32", "{0}, 0x40027000", "word3 [31:30] TYPE"),
+    "stride": (_WORD1, "s_or_b32", "{0}, {1}, 0x40000", "word1 [29:16] STRIDE 4"),
+    "swizzle": (_WORD1, "s_or_b32", "{0}, {1}, 0x80000000", "word1 [31:30] CACHE_SWIZZLE/SWIZZLE_ENABLE"),
+    "base": (_WORD1, "s_mov_b32", "{0}, 0x7fff", "is not inside a live allocation"),
+    "num-records": (_WORD2, "s_lshl_b32", "{0}, {1}, 3", "NUM_RECORDS"),
+}
+
+
+@pytest.mark.parametrize("bad", sorted(BAD_RESOURCES))
+def test_bad_buffer_resource_fails_the_suite(vgpu, monkeypatch, bad):
+    """v4 float32 x4 with one descriptor-building instruction of its real
+    disassembly changed: relu() raises (the launch fails) and the device's
+    error names the field. The unchanged kernel passes the same case."""
+    import relu_flydsl
+
+    vgpu.errors_expected = True
+    case = S.Case("v4", "float32", 4, "size", "mixed")
+    assert S.run_case(vgpu, relu_flydsl.relu, case) == []  # loads the kernel; the real descriptors pass
+    pattern, mnemonic, operands, field = BAD_RESOURCES[bad]
+    _patch_program(vgpu, monkeypatch, ("v4", "float32", 4), _replace_line(pattern, mnemonic, operands))
+    problems = S.run_case(vgpu, relu_flydsl.relu, case)
+    assert len(problems) == 1 and problems[0].startswith("relu raised RuntimeError"), problems
+    assert "device: DescriptorError" in problems[0] and field in problems[0], problems

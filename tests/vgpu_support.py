@@ -105,3 +105,181 @@ def assert_exact_grids(launches):
 # Lines the terminal summary prints at the end of the run (tests/conftest.py), e.g.
 # the mutation check's catch count: shown even under -q.
 SUMMARY_LINES = []
+
+
+# ---- every kernel the planner can choose (issue 13 item 1) -----------------
+# relu_<rung>_<idea>_<dtype>_x<vec>_b<block>[_u<unroll>] (flash_relu_rocm._common.kernel_name)
+_KERNEL_ID = re.compile(r"^relu_(v\d+)_\w*?_(float32|float16|bfloat16)_x(\d+)_b\d+(?:_u\d+)?(?:_\d+)?$")
+TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def kernel_identity(name):
+    """(rung, dtype, vec) of a ladder kernel's name, or None."""
+    m = _KERNEL_ID.match(name)
+    return (m[1], m[2], int(m[3])) if m else None
+
+
+_PLANNER_KERNELS = None
+
+
+def planner_kernels():
+    """Every (rung, dtype, vec) relu() can launch, asked of the planner itself:
+    plan.plan() for every registry rung and dtype, sizes 1..2*max_vec and every
+    element-aligned pair of pointer offsets within 32 bytes (the plan depends on
+    numel's divisibility and each pointer's alignment within 16 bytes only)."""
+    global _PLANNER_KERNELS
+    if _PLANNER_KERNELS is None:
+        from relu_flydsl.flash_relu_rocm import plan, registry
+
+        out = set()
+        for r in registry.RUNGS.values():
+            for d in registry.DTYPES:
+                e = registry.ELEMENT_BYTES[d]
+                for n in range(1, 2 * r.max_vec(d) + 1):
+                    for xa in range(0, 32, e):
+                        for ya in range(0, 32, e):
+                            out.add((r.name, d, plan.plan(r, d, n, 4096 + xa, 4096 + ya).vec))
+        _PLANNER_KERNELS = sorted(out)
+    return _PLANNER_KERNELS
+
+
+def executed_kernels():
+    """(rung, dtype, vec) -> completed launches on the virtual gfx950 in this
+    process (the emulator's own record; mutant emulators keep theirs apart)."""
+    import sys
+
+    emu = sys.modules.get("vgpu.emulator")
+    out = {}
+    for name, rec in (getattr(emu, "KERNELS", None) or {}).items():
+        ident = kernel_identity(name)
+        if ident and rec.launches:
+            out[ident] = out.get(ident, 0) + rec.launches
+    return out
+
+
+def session_summary():
+    """Terminal-summary lines computed at the end of the run (conftest hook)."""
+    import sys
+
+    emu = sys.modules.get("vgpu.emulator")
+    if emu is None or not getattr(emu, "KERNELS", None):
+        return []  # the virtual device did not run in this session
+    want = planner_kernels()
+    ran = executed_kernels()
+    missing = [k for k in want if k not in ran]
+    line = (f"kernels executed: {len(want) - len(missing)}/{len(want)} "
+            "(rung x dtype x vector width the planner can choose, counted from the virtual gfx950's launches)")
+    if missing:
+        line += "; NOT executed: " + ", ".join(f"{r}/{d}/x{v}" for r, d, v in missing[:12])
+        line += ", ..." if len(missing) > 12 else ""
+    return [line]
+
+
+# ---- one checked relu() call on a planner-chosen kernel ---------------------
+class Case:
+    """relu(x, out=y) on guarded views whose offsets and size make the real
+    planner choose `vec` for (rung, dtype): x or y `offset` elements into a
+    16-byte-aligned buffer, or a size that is an odd multiple of vec; numel
+    never a multiple of the tile (a partial last block)."""
+
+    def __init__(self, rung, dtype, vec, how, values):
+        from relu_flydsl.flash_relu_rocm import registry
+
+        r = registry.RUNGS[rung]
+        maxv = r.max_vec(dtype)
+        tile = r.block * vec * r.unroll
+        self.rung, self.dtype, self.vec, self.how, self.values = rung, dtype, vec, how, values
+        narrow = vec < maxv
+        self.x_off = vec if (how == "x-offset" and narrow) else 0
+        self.y_off = vec if (how == "y-offset" and narrow) else 0
+        if how == "x-offset":
+            self.numel = 2 * tile + 3 * maxv      # a multiple of every width: alignment decides
+        elif how == "y-offset":
+            self.numel = tile + 5 * maxv
+        else:  # "size": an odd multiple of vec (of maxv when vec is the widest)
+            self.numel = (vec if narrow else maxv) * (r.block + 7)
+        assert self.numel % tile, "every case needs a partial last tile"
+
+    @property
+    def id(self):
+        return f"{self.rung}-{self.dtype}-x{self.vec}-{self.how}-{self.values}"
+
+
+def kernel_cases(rung, dtype, vec):
+    return [Case(rung, dtype, vec, "x-offset", "special"), Case(rung, dtype, vec, "y-offset", "mixed"),
+            Case(rung, dtype, vec, "size", "mixed")]
+
+
+def run_case(dev, relu, case, seed=0):
+    """Run one case through relu() on the virtual device with every check the
+    suite makes; returns the list of problems (empty: the case passed).
+    Leaves the device reset."""
+    dtype = TORCH_DTYPES[case.dtype]
+    problems = []
+    dev.reset()
+    try:
+        xbits = make_bits(case.values, case.numel, dtype, seed=seed + case.numel)
+        x, xbuf = guarded_input(dev, xbits, dtype, offset_elems=case.x_off)
+        out, obuf = dev.guarded((case.numel,), dtype, offset_elems=case.y_off, name="out")
+        try:
+            y = relu(x, out=out, rung=case.rung)
+        except Exception as e:  # noqa: BLE001 - a failed launch is a finding
+            cause = f"; device: {type(dev.errors[0]).__name__}: {dev.errors[0]}" if dev.errors else ""
+            return [f"relu raised {type(e).__name__}: {e}{cause}"]
+        try:
+            dev.check()
+        except Exception as e:  # noqa: BLE001
+            problems.append(str(e))
+        mine = [r for r in dev.launches if len(r.args) >= 4 and r.args[0] == x.data_ptr()]
+        ids = {kernel_identity(r.kernel) for r in mine}
+        if ids != {(case.rung, case.dtype, case.vec)}:
+            problems.append(f"expected kernel {(case.rung, case.dtype, case.vec)}, launched {sorted(map(str, ids))}")
+        if any(r.error is not None for r in dev.launches):
+            problems.append(f"launch error: {next(r.error for r in dev.launches if r.error is not None)}")
+        for check in (lambda: assert_exact_grids(dev.launches), lambda: assert_bits(y, relu_bits(xbits, dtype)),
+                      lambda: assert_written_once(dev, out), lambda: assert_guards(obuf, out),
+                      lambda: assert_guards(xbuf, x)):
+            try:
+                check()
+            except AssertionError as e:
+                problems.append(str(e))
+        if not (tensor_bits(x) == xbits).all():
+            problems.append("input modified")
+    finally:
+        dev.reset()
+    return problems
+
+
+def loaded_kernels(dev):
+    """{(rung, dtype, vec): codeobj.Kernel} for every planner kernel, as the
+    virtual device received it (its code object, disassembled). A kernel not
+    loaded yet is loaded by one launch over `vec` registered elements."""
+    from relu_flydsl.flash_relu_rocm import cache, registry
+
+    def found():
+        out = {}
+        for co in dev.modules.values():
+            for k in co.kernels.values():
+                ident = kernel_identity(k.name)
+                if ident:
+                    out[ident] = k
+        return out
+
+    have = found()
+    for rung, dtype, vec in planner_kernels():
+        if (rung, dtype, vec) in have:
+            continue
+        fn = cache.compiled(registry.RUNGS[rung], dtype, vec)
+        x = torch.zeros(vec, dtype=TORCH_DTYPES[dtype])
+        y = torch.zeros_like(x)
+        rx, ry = dev.register(x, name="x"), dev.register(y, name="y")
+        try:
+            fn(x, y, 1, 0)
+            dev.check()
+        finally:
+            dev.memory.remove(rx)
+            dev.memory.remove(ry)
+    have = found()
+    missing = [k for k in planner_kernels() if k not in have]
+    assert not missing, f"not loaded: {missing}"
+    return have
