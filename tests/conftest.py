@@ -91,9 +91,13 @@ def vgpu(vgpu_device, monkeypatch):
 
 def pytest_terminal_summary(terminalreporter):
     """Lines the vgpu suites leave in vgpu_support.SUMMARY_LINES (the mutation
-    check's catch count): printed at the end of the run, also under -q."""
+    checks' catch counts), then the lines computed from what ran on the virtual
+    device (kernels executed, alignment): printed at the end of the run, also under -q."""
     support = sys.modules.get("vgpu_support")
-    lines = getattr(support, "SUMMARY_LINES", None)
+    lines = list(getattr(support, "SUMMARY_LINES", None) or [])
+    session = getattr(support, "session_summary", None)
+    if session is not None:
+        lines += session()
     if lines:
         terminalreporter.write_sep("-", "virtual gfx950")
         for line in lines:
