@@ -83,6 +83,11 @@ def value_failures(x, out):
     return fails
 
 
+def same_ignoring_zero_sign(a, b):
+    """Elementwise: same bits, or both zeros of either sign. NaN bits must match."""
+    return (bits(a) == bits(b)) | ((a.reshape(-1) == 0) & (b.reshape(-1) == 0))
+
+
 @dataclass
 class Differences:
     """Where a result that passed value_failures() differs from the bit rule on the bits.

@@ -270,3 +270,14 @@ def test_gpu_mode_end_to_end_on_cpu_gates_rungs_on_the_bit_rule(tmp_path, monkey
     assert "[1] torch, 64x256 bfloat16: torch on this device: NaN bits changed" in out
     assert "not reported (failed correctness): v4" in out
     assert "MI350X peak 8 TB/s (reference)" in out
+
+
+def test_same_ignoring_zero_sign_used_by_the_hardware_suite():
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        a = torch.tensor([0.0, -0.0, 1.0, float("nan")], dtype=dtype)
+        b = torch.tensor([-0.0, 0.0, 1.0, float("nan")], dtype=dtype)
+        assert bool(rs.same_ignoring_zero_sign(a, b).all())
+        other_nan = rs.bits(b).clone()
+        other_nan[3] ^= 1  # the NaN's payload, last bit flipped: still NaN, other bits
+        assert rs.same_ignoring_zero_sign(a, other_nan.view(dtype)).tolist() == [True, True, True, False]
+        assert not bool(rs.same_ignoring_zero_sign(a, torch.tensor([0.0, 0.0, 2.0, float("nan")], dtype=dtype)).all())
