@@ -2,6 +2,7 @@
 
     lib = noop_hip.load()      # compile once (cc), then CDLL(path, RTLD_GLOBAL)
     lib.noop_hip_launch_count()
+    lib.noop_hip_set_devices(2)   # devices hipGetDeviceCount reports (default 1)
 
 Load it before the first CompiledFunction call of the process:
 libfly_jit_runtime.so is opened then, and its NEEDED libamdhip64.so.7 binds to
@@ -70,12 +71,13 @@ def load():
         raise RuntimeError(f"another {SONAME} is already loaded in this process: {present}")
     lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
     for name in ("launch_count", "sync_count", "malloc_count", "memcpy_count", "load_count",
-                 "get_function_count", "launch_stream"):
+                 "get_function_count", "launch_stream", "set_device_calls", "capture_query_count"):
         getattr(lib, f"noop_hip_{name}").restype = ctypes.c_uint64
     lib.noop_hip_launch_stream.argtypes = [ctypes.c_uint64]
     lib.noop_hip_launch_grid.restype = ctypes.c_uint32
     lib.noop_hip_launch_grid.argtypes = [ctypes.c_uint64]
     lib.noop_hip_fail_launches.argtypes = [ctypes.c_int, ctypes.c_int]
+    lib.noop_hip_set_devices.argtypes = [ctypes.c_int]
     _lib = lib
     return lib
 

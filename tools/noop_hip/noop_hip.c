@@ -8,8 +8,11 @@
  * (tools/vgpu/).
  *
  * Records (read with the noop_hip_* functions): launches, the stream and
- * grid of the last launches, synchronizations, device allocations and module
- * loads. noop_hip_fail_launches(n, code) makes the next n launches fail.
+ * grid of the last launches, synchronizations, device allocations, module
+ * loads, hipSetDevice calls and capture queries. noop_hip_fail_launches(n, code)
+ * makes the next n launches fail; noop_hip_set_devices(n) sets the device count.
+ * Devices: the current device is per host thread (as HIP), default 0. Streams
+ * never capture: hipStreamIsCapturing answers hipStreamCaptureStatusNone.
  */
 #include <stdint.h>
 #include <stddef.h>
@@ -18,7 +21,9 @@ typedef int hipError_t;
 #define HIP_OK 0
 #define RING 1024
 
-static uint64_t n_launch, n_sync, n_malloc, n_load, n_get_function, n_memcpy;
+static uint64_t n_launch, n_sync, n_malloc, n_load, n_get_function, n_memcpy, n_set_device, n_capture_query;
+static int n_devices = 1;
+static __thread int current_device;
 static uint64_t ring_stream[RING];
 static uint32_t ring_grid[RING];
 static int fail_left;
@@ -35,8 +40,14 @@ uint64_t noop_hip_load_count(void) { return n_load; }
 uint64_t noop_hip_get_function_count(void) { return n_get_function; }
 uint64_t noop_hip_launch_stream(uint64_t i) { return i < n_launch && n_launch - i <= RING ? ring_stream[i % RING] : 0; }
 uint32_t noop_hip_launch_grid(uint64_t i) { return i < n_launch && n_launch - i <= RING ? ring_grid[i % RING] : 0; }
+uint64_t noop_hip_set_device_calls(void) { return n_set_device; }
+uint64_t noop_hip_capture_query_count(void) { return n_capture_query; }
 void noop_hip_fail_launches(int count, int code) { fail_left = count; fail_code = code; }
-void noop_hip_reset(void) { n_launch = n_sync = n_malloc = n_load = n_get_function = n_memcpy = 0; fail_left = 0; }
+int noop_hip_set_devices(int n) { if (n < 1) return -1; n_devices = n; return 0; }
+void noop_hip_reset(void) {
+    n_launch = n_sync = n_malloc = n_load = n_get_function = n_memcpy = n_set_device = n_capture_query = 0;
+    fail_left = 0;
+}
 
 /* ---- HIP (version hip_4.2) ---- */
 hipError_t hipModuleLoadData(void **module, const void *image) { (void)image; n_load++; *module = &token; return HIP_OK; }
@@ -56,8 +67,27 @@ hipError_t hipModuleLaunchKernel(void *f, uint32_t gx, uint32_t gy, uint32_t gz,
 hipError_t hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(int *n, void *f, int block, size_t shmem) {
     (void)f; (void)block; (void)shmem; *n = 1; return HIP_OK;
 }
-hipError_t hipGetDevice(int *device) { *device = 0; return HIP_OK; }
-hipError_t hipSetDevice(int device) { (void)device; return HIP_OK; }
+hipError_t hipGetDeviceCount(int *count) { if (!count) return 1; *count = n_devices; return HIP_OK; }
+hipError_t hipGetDevice(int *device) { if (!device) return 1; *device = current_device; return HIP_OK; }
+hipError_t hipSetDevice(int device) {
+    n_set_device++;
+    if (device < 0 || device >= n_devices) return last_error = 101; /* hipErrorInvalidDevice */
+    current_device = device;
+    return HIP_OK;
+}
+hipError_t hipStreamIsCapturing(void *s, int *status) {
+    (void)s; n_capture_query++;
+    if (!status) return 1; /* hipErrorInvalidValue */
+    *status = 0;           /* hipStreamCaptureStatusNone */
+    return HIP_OK;
+}
+hipError_t hipStreamGetCaptureInfo(void *s, int *status, unsigned long long *id) {
+    (void)s; n_capture_query++;
+    if (!status) return 1;
+    *status = 0;
+    if (id) *id = 0;
+    return HIP_OK;
+}
 hipError_t hipGetLastError(void) { hipError_t e = last_error; last_error = HIP_OK; return e; }
 const char *hipGetErrorName(hipError_t e) { return e == HIP_OK ? "hipSuccess" : "hipErrorNoopStub"; }
 
