@@ -1,0 +1,116 @@
+"""get_kernel on machines that are not a gfx950, through kernels' real loader and arch check.
+
+- ROCm GPU of another arch (a simulated gfx942, in a fresh process): get_kernel refuses
+  it (kernels' own arch check against metadata.json's backend.archs); with
+  check_arch=False it loads, every call takes torch's kernel with torch.relu's results,
+  and dispatch_stats() says `fallback/arch gfx942 (kernels are built for gfx950)`.
+  Simulated by torch's device queries only (torch.version.hip, torch.cuda.is_available /
+  current_device / get_device_properties / current_stream) and tensors that report
+  device 0 of that torch (a Tensor subclass: is_cuda, get_device); kernels' arch check
+  and relu_flydsl's device_info run unmodified.
+- CPU machine (this one) and CUDA machine (torch.version.cuda set): get_kernel raises
+  FileNotFoundError, the only variant being torch-rocm. (Checked on a real H200 too, with
+  torch 2.11.0+cu130: the same message, "system backend (cuda)".)
+
+The Hub is replaced by kernels' documented local override, LOCAL_KERNELS=repo=path.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+REPO = "org/relu-flydsl"
+
+
+@pytest.fixture(scope="module")
+def build(tmp_path_factory):
+    sys.path.insert(0, str(ROOT / "tools"))
+    import build_variant
+
+    out = tmp_path_factory.mktemp("arch") / "relu-build"
+    build_variant.build(out)
+    return out
+
+
+GFX942 = textwrap.dedent('''
+    import json, sys, types
+    import torch
+
+    # A ROCm torch on a gfx942: the device queries kernels and relu_flydsl make.
+    torch.version.hip = "7.0.0"
+    torch.cuda.is_available = lambda: True
+    torch.cuda.current_device = lambda: 0
+    torch.cuda.get_device_properties = lambda index=None: types.SimpleNamespace(gcnArchName="gfx942:sramecc+:xnack-")
+    torch.cuda.current_stream = lambda index=None: types.SimpleNamespace(cuda_stream=0)
+
+    class OnDevice0(torch.Tensor):
+        """A tensor that says it lives on that torch's device 0 (its memory is host memory)."""
+        is_cuda = property(lambda self: True)
+
+        def get_device(self):
+            return 0
+
+    from kernels import get_kernel
+
+    result = {}
+    try:
+        get_kernel(sys.argv[1], version=1, trust_remote_code=True)
+        result["default"] = "loaded"
+    except Exception as e:
+        result["default"] = f"{type(e).__name__}: {e}"
+    k = get_kernel(sys.argv[1], version=1, trust_remote_code=True, check_arch=False)
+    same = []
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        base = torch.randn(4097, dtype=dtype)
+        base[:4] = torch.tensor([-0.0, float("inf"), -float("inf"), float("nan")])
+        x = base.clone().as_subclass(OnDevice0)
+        expect = torch.relu(base)
+        y = k.relu(x)
+        out = torch.empty_like(x)
+        k.relu(x, out=out, rung="v4")
+        k.relu(x, out=x)  # in place
+        same.append(all(torch.equal(t.as_subclass(torch.Tensor).view(torch.int16 if dtype != torch.float32 else
+                                                                      torch.int32),
+                                    expect.view(torch.int16 if dtype != torch.float32 else torch.int32))
+                        for t in (y, out, x)))
+    result["same_bits_as_torch_relu"] = same
+    result["stats"] = k.dispatch_stats()
+    print(json.dumps(result))
+''')
+
+
+def test_gfx942_is_refused_by_default_and_falls_back_with_check_arch_false(build):
+    env = dict(os.environ, LOCAL_KERNELS=f"{REPO}={build}", HF_HUB_OFFLINE="1")
+    env.pop("RELU_FLYDSL_DISABLE", None)
+    r = subprocess.run([sys.executable, "-c", GFX942, REPO], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    assert result["default"].startswith(
+        "RuntimeError: Kernel 'relu-flydsl' variant 'torch-rocm' does not support the current device: ROCm arch "
+        "gfx942 of the current device is not supported by the architectures of the build: gfx950"), result
+    assert "pass `check_arch=False` to skip this check" in result["default"]
+    assert result["same_bits_as_torch_relu"] == [True, True, True]
+    assert result["stats"] == {"fallback/arch gfx942 (kernels are built for gfx950)": 9}, result["stats"]
+    assert "RuntimeWarning" not in r.stderr  # another arch falls back silently (documented), no warning
+
+
+@pytest.mark.parametrize("machine", ["cpu", "cuda"])
+def test_get_kernel_on_cpu_and_cuda_machines_raises_file_not_found(build, monkeypatch, machine):
+    if torch.version.hip is not None or torch.version.cuda is not None:
+        pytest.skip(f"this torch is a GPU build ({torch.version.hip or torch.version.cuda}): the CPU case cannot run")
+    from kernels import get_kernel
+
+    monkeypatch.setenv("LOCAL_KERNELS", f"{REPO}={build}")
+    if machine == "cuda":
+        monkeypatch.setattr(torch.version, "cuda", "12.8")  # what kernels reads to pick the backend
+    for check_arch in (True, False):
+        with pytest.raises(FileNotFoundError) as e:
+            get_kernel(REPO, version=1, trust_remote_code=True, check_arch=check_arch)
+        assert f"torch-rocm: backend (rocm) does not match system backend ({machine}) and is not universal" in str(e.value)
