@@ -1,13 +1,27 @@
 """The public `relu(x, out=None)`: validation, torch.library ops, autograd.
 
-Semantics are torch.relu's, element by element on the bits: y = +0.0 if x < 0
-else x. NaN keeps its exact bits, -0.0 stays -0.0, +-inf and denormals pass.
+What runs, and with what results:
+- The FlyDSL kernel (eager, gfx950, float32/float16/bfloat16, contiguous)
+  computes, on the bits, y = +0.0 if x < 0 else x: NaN keeps its exact bits,
+  -0.0 stays -0.0, +-inf and denormals pass.
+- The torch fallback (everything else) returns torch's own results, which
+  differ by device: torch 2.11 on an NVIDIA GPU turns -0.0 into +0.0; CPU
+  torch rewrites some NaN payloads (large bf16 tensors give 0xFFFF, f16
+  signalling NaNs are quieted).
+- Under torch.compile, relu traces to torch's relu so Inductor fuses it with
+  its neighbours (a standalone pass cannot beat a fused one). Results are
+  what Inductor makes of torch's relu on that device: maximum(0, x), which
+  upstream reports gives +0.0 for -0.0 on GPUs; Inductor on CPU (torch 2.13)
+  keeps -0.0 and changes some NaN payloads. RELU_FLYDSL_COMPILE=op, read when
+  a graph is traced, keeps the opaque FlyDSL op there instead.
 
 Eager calls go straight to the dispatcher (a torch.library op costs several
-microseconds of host time per call); calls under torch.compile or needing
-autograd go through the registered ops, which call the same dispatcher.
+microseconds of host time per call); eager calls needing autograd go through
+the registered op, which calls the same dispatcher.
 """
 
+import os
+import warnings
 from typing import Optional
 
 import torch
@@ -111,6 +125,47 @@ def _(x, out, rung=None):
     return None
 
 
+# ---- under torch.compile --------------------------------------------------
+ENV_COMPILE = "RELU_FLYDSL_COMPILE"  # "op": keep the FlyDSL op in compiled graphs
+
+
+@torch.library.custom_op(add_op_namespace_prefix("check_out"), mutates_args=())
+def _check_out_op(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """relu(x, out=y)'s overlap check at run time (pointers are not
+    traceable); reads no elements. Returns the 0-dim zero the compiled relu
+    clamps against: an op whose output nothing uses is dropped from the graph."""
+    _check_overlap(x, out)
+    return torch.zeros((), dtype=x.dtype, device=x.device)
+
+
+@_check_out_op.register_fake
+def _(x, out):
+    return x.new_empty(())
+
+
+@torch.compiler.assume_constant_result  # runs for real at trace time; the graph keeps the answer
+def _compile_uses_op() -> bool:
+    value = os.environ.get(ENV_COMPILE, "").strip().lower()
+    if value not in ("", "torch", "op"):
+        warnings.warn(f"ignoring {ENV_COMPILE}={value!r}: use 'op' or 'torch' (the default)", RuntimeWarning)
+    return value == "op"
+
+
+def _traced(x, out, rung):
+    """relu under torch.compile, x and out validated. Default: torch's relu,
+    which Inductor fuses with its neighbours; rung is then unused."""
+    if _compile_uses_op():
+        if out is None:
+            return _relu_op(x, rung)
+        _relu_out_op(x, out, rung)
+        return out
+    if out is None:
+        return torch.relu(x)
+    # clamp_min's out= becomes a write Inductor plans and fuses (in place for out=x)
+    torch.clamp_min(x, 0 if out is x else _check_out_op(x, out), out=out)
+    return out
+
+
 _is_compiling = torch.compiler.is_compiling
 _env_raw = _dispatch._env_raw
 _Tensor = torch.Tensor
@@ -122,15 +177,23 @@ def _needs_op(x) -> bool:
 
 
 def relu(x: torch.Tensor, out: Optional[torch.Tensor] = None, *, rung: Optional[str] = None) -> torch.Tensor:
-    """torch.relu with an optional preallocated output.
+    """ReLU with an optional preallocated output.
 
     x: any tensor torch.relu accepts. On a gfx950 device, float32/float16/
-       bfloat16 contiguous tensors run the FlyDSL kernel; everything else runs
-       torch's kernel (see `dispatch_stats()` for which path ran).
-    out: same shape, dtype and device as x; contiguous (or x's strides); may
+       bfloat16 contiguous tensors run the FlyDSL kernel: on the bits,
+       y = +0.0 if x < 0 else x (NaN bits, -0.0, +-inf, denormals pass).
+       Everything else runs torch's kernel and returns torch's results, whose
+       sign of zero and NaN payloads differ by device (`dispatch_stats()`
+       says which path ran).
+    out: same shape, dtype and device as x; dense (or x's strides); may
        be x itself (in place), must not partially overlap x. Returned.
     rung: "v1".."v5" to run a specific ladder rung (benchmarks, study);
        default v5, or $RELU_FLYDSL_RUNG.
+
+    Under torch.compile this traces to torch's relu (out=: a write Inductor
+    plans), so Inductor fuses it; rung is then unused. With
+    RELU_FLYDSL_COMPILE=op, read when the graph is traced, the FlyDSL op
+    runs there instead.
     """
     # Hot path (eager, out= given, plain dense tensors, a cached launch entry):
     # _check's validation reduced to what these conditions leave open. Every
@@ -168,11 +231,10 @@ def relu(x: torch.Tensor, out: Optional[torch.Tensor] = None, *, rung: Optional[
                     next(entry.count)
                     return out
     _check(x, out, rung)
+    if _is_compiling():
+        return _traced(x, out, rung)
     if out is None:
         if _needs_op(x):
             return _relu_op(x, rung)
         return _dispatch.run(x, torch.empty_like(x), rung)
-    if _is_compiling():
-        _relu_out_op(x, out, rung)
-        return out
     return _dispatch.run(x, out, rung)
