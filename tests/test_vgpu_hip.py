@@ -34,7 +34,11 @@ def _fresh_function():
     new = CompiledFunction(None, pickle.loads(pickle.dumps(fn._keepalive)))
     new._call_spec = fn._call_spec if fn._call_spec is not None else fn._call_state._spec
     new._backend = fn._backend
+    _KEEP.append(new)  # its module is unloaded when collected: never during another test's capture
     return new
+
+
+_KEEP = []
 
 
 def _take_flydsl_error():
