@@ -7,7 +7,10 @@ sys.argv = ["kernels", "benchmark", "./relu-build"], in a process where:
 
   - torch reports a ROCm build (`torch.version.hip`, the one fact kernels' backend
     detection reads), so kernels chooses and loads relu-build/build/torch-rocm as it
-    does on a ROCm machine, with no kernels function replaced;
+    does on a ROCm machine. kernels' loader, discovery and timing loop run as shipped;
+    the runner wraps two of them to act on their results: get_local_kernel/get_kernel
+    (to put the loaded variant on the virtual device) and discover_benchmark_classes
+    (to set ROW_DIVISOR in the discovered module);
   - the benchmark runner's device is "cpu" (`kernels.cli.benchmark._backend`, which the
     CLI reads only to pick the workloads' torch device and the machine info): the
     virtual device's memory is host memory, so the workloads' tensors are CPU tensors;
@@ -31,6 +34,7 @@ import contextlib
 import functools
 import os
 import sys
+import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -193,6 +197,9 @@ def main(argv=None):
         kernels_main()
     except SystemExit as e:  # the CLI's own error exits (it prints the reason)
         code = e.code if isinstance(e.code, int) else 1
+    except Exception:  # an error the CLI does not catch: show it, then the report
+        traceback.print_exc()
+        code = 1
     problems = session.report()
     if code:
         print(f"  PROBLEM: the kernels CLI exited with status {code}", file=sys.stderr)
