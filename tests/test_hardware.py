@@ -13,7 +13,7 @@ comparison with torch.relu on the same device that ignores only the sign of
 zero, because torch's GPU relu is `_isnan(v) ? v : max(v, 0)`: torch 2.11 on an
 NVIDIA GPU turns -0.0 into +0.0; the reference post reports -0.0 kept on its
 MI350X; torch on CPU keeps -0.0 but rewrites some NaN payloads (large bf16
-tensors -> 0xFFFF, f16 signalling NaNs quieted). test_torch_relu_observed
+tensors -> 0xFFFF, f16 signalling NaNs quieted). test_observe_torch_relu
 records, and prints, which holds for the ROCm torch of the machine it runs on;
 it observes and never fails on torch's choices.
 """
@@ -104,7 +104,7 @@ def test_in_place(rung):
     assert_relu_bits(x.cpu(), ref)
 
 
-def test_torch_relu_observed(record_property, capsys):
+def test_observe_torch_relu(record_property, capsys):
     """What torch.relu (and the harness's torch.clamp baseline) does on this device to -0.0,
     NaN payloads (quiet, signalling, negative) and denormals: recorded (results/ and the
     JUnit properties) and printed. An observation: torch's choices here never fail it."""
