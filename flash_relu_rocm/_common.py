@@ -18,8 +18,8 @@ ELEMENT_TYPES = {
 
 def relu_select(x):
     """`x < 0 ? +0.0 : x` as an ordered compare: NaN and -0.0 fall through
-    unchanged, exactly as torch.relu (a clamp) does. `maximumf` would turn
-    -0.0 into +0.0."""
+    unchanged (the bit rule). `maximumf` would turn -0.0 into +0.0, as torch's
+    GPU relu does on an NVIDIA H200."""
     zero = fx.full_like(x, 0.0)
     return (x < zero).select(zero, x)
 
