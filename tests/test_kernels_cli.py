@@ -112,3 +112,31 @@ def test_a_machine_without_rocm_torch_is_told_why_nothing_runs(work):
     assert (f"relu-flydsl has one variant, build/torch-rocm (ROCm, gfx950 kernels), and this torch "
             f"({torch.__version__}) is a {kind} build: kernels cannot load the variant here") in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
+
+
+SHORT_OUT = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import kernels_cli_vgpu as runner
+dev = runner._virtual_device()
+register = type(dev).register
+
+def short(self, t, nbytes=None, name="tensor", **kw):  # `out` registered 2 bytes short
+    if name == "out":
+        return self.memory.add(t.data_ptr(), t.numel() * t.element_size() - 2, name, owner=t)
+    return register(self, t, nbytes, name=name, **kw)
+
+type(dev).register = short
+sys.exit(runner.main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.vgpu
+def test_the_runner_checks_memory_against_the_registered_tensors(vgpu_device, work):
+    """Not vacuous: with `out` registered 2 bytes short, the first out= workload's kernel
+    (its buffer descriptor spans the whole out) is stopped by the virtual device."""
+    r = _run([sys.executable, "-c", SHORT_OUT, str(ROOT / "tools"), *ARGS], work)
+    out = r.stderr + r.stdout
+    assert r.returncode == 1, out[-3000:]
+    assert "runs 2 bytes past the end of allocation out" in out, out[-3000:]
+    assert "PROBLEM: the virtual device recorded errors" in out

@@ -176,7 +176,9 @@ class Session:
         if launches < flydsl:
             problems.append(f"{flydsl} FlyDSL calls but only {launches} launches reached the virtual device")
         if self.dev.errors or self.dev.memory.violations:
-            problems.append("the virtual device recorded errors or invalid memory accesses")
+            first = self.dev.errors[0] if self.dev.errors else self.dev.memory.violations[0]
+            problems.append(f"the virtual device recorded errors or invalid memory accesses; first: "
+                            f"{type(first).__name__}: {first}")
         for p in problems:
             print(f"  PROBLEM: {p}", file=sys.stderr)
         return problems
