@@ -111,22 +111,46 @@ def overlap_in_bytes(c):
 
 
 def other_device(c):
-    """A tensor off the current device, with the entry for its size and
-    alignment cached: correct result, and the current device's kernel is not
-    launched for it (today the torch fallback serves it)."""
+    """Tensors on device 1 while device 0 is current, with the entry for their
+    size and alignment cached on device 0: correct results, the current device
+    unchanged, and no launch of device 0's kernel for them (today the torch
+    fallback serves them; a kernel serving them must run on device 1's stream)."""
     n = 1024
     c.warm(n)
-    _, x, _, out, obuf = c.tensors(n, seed=3)
-    there = {x.data_ptr(), out.data_ptr()}
-    info = c.d.device_info
-    c.mp.setattr(c.d, "device_info", lambda t: c.d.DeviceInfo("gfx950", OTHER_STREAM, current=False)
-                 if t.data_ptr() in there else info(t))
-    launches = len(c.dev.launches)
-    assert c.relu(x, out=out) is out
-    c.dev.check()
-    assert c.dev.launches[launches:] == [], "launched the current device's kernel for another device's tensor"
-    assert torch.equal(out, torch.relu(x))
-    S.assert_guards(obuf, out)
+    if not hasattr(c.dev, "set_device_count"):  # a one-device stand-in: say x is off the current device
+        _, x, _, out, obuf = c.tensors(n, seed=3)
+        there = {x.data_ptr(), out.data_ptr()}
+        info = c.d.device_info
+        c.mp.setattr(c.d, "device_info", lambda t: c.d.DeviceInfo("gfx950", OTHER_STREAM, current=False)
+                     if t.data_ptr() in there else info(t))
+        launches = len(c.dev.launches)
+        assert c.relu(x, out=out) is out
+        c.dev.check()
+        assert c.dev.launches[launches:] == [], "launched the current device's kernel for another device's tensor"
+        assert torch.equal(out, torch.relu(x))
+        S.assert_guards(obuf, out)
+        return
+    c.dev.set_device_count(2)
+    s1 = c.dev.create_stream(1)
+    c.dev.stream = {0: STREAM, 1: s1}
+    try:
+        for seed in (3, 4):  # the second call finds whatever the first one cached
+            xbits = S.make_bits("random", n, F32, seed)  # normal numbers: torch's result is the bit rule's
+            x, _ = c.dev.guarded((n,), F32, name="x1", device=1)
+            x.copy_(S.to_tensor(xbits, F32))
+            out, obuf = c.dev.guarded((n,), F32, name="out1", device=1)
+            launches = len(c.dev.launches)
+            assert c.relu(x, out=out) is out
+            c.dev.check()
+            assert c.dev.get_device() == 0, "the current device must be unchanged"
+            wrong = [(r.kernel, r.device, hex(r.stream)) for r in c.dev.launches[launches:]
+                     if r.device != 1 or r.stream != s1]
+            assert not wrong, f"launched for device 1's tensor off device 1 or its stream: {wrong}"
+            S.assert_bits(out, S.relu_bits(xbits, F32))
+            S.assert_guards(obuf, out)
+    finally:
+        c.dev.stream = STREAM
+        c.dev.destroy_stream(s1)
 
 
 def _split(c, rung=None):
@@ -268,8 +292,10 @@ def dense_noncontiguous_x(c):
 def misaligned_out(c):
     """x 16-byte aligned, out not: the plan narrows the vector so neither
     pointer is accessed misaligned; first call and hot path alike. Checked on
-    the launches: each pointer argument is a multiple of vec * element size."""
-    for dtype, y_off, vec in ((F32, 1, 1), (BF16, 2, 2), (BF16, 4, 4)):
+    the launches (each pointer argument a multiple of vec * element size) and
+    on the emulator's alignment records (every access naturally aligned; a
+    misaligned one is also a device violation)."""
+    for dtype, y_off, vec in ((F32, 1, 1), (F32, 2, 2), (BF16, 2, 2), (BF16, 4, 4)):
         esize = torch.empty((), dtype=dtype).element_size()
         c.warm(1024, dtype)  # the aligned entry (widest vector) is cached
         for hot in (False, True):
@@ -278,6 +304,9 @@ def misaligned_out(c):
                 assert y_ptr % 16 == y_off * esize and x_ptr % 16 == 0, "test set-up"
                 assert _vec(r) == vec, f"{dtype} out at +{y_off * esize} bytes: launched {r.kernel}, expected x{vec}"
                 assert x_ptr % (vec * esize) == 0 and y_ptr % (vec * esize) == 0
+                records = getattr(r, "alignment", None)  # instr -> (text, bytes, smallest alignment seen)
+                if records is not None:
+                    assert records and all(align >= nbytes for _, nbytes, align in records.values()), records
 
 
 def hostile_out_on_the_hot_path(c):

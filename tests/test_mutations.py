@@ -35,9 +35,13 @@ def _result(vgpu, monkeypatch, root, name):
         pkg = M.import_copy(mutant, root)
         dispatch = pkg._dispatch
         # what the vgpu fixture does for the real package: CPU tensors are gfx950 memory
+        import conftest
+
+        make_info = getattr(conftest, "_vgpu_device_info", None)  # the multi-device stand-in's
         monkeypatch.setattr(
             dispatch, "device_info",
-            lambda x: dispatch.DeviceInfo("gfx950", vgpu.stream) if x.device.type == "cpu" else None,
+            make_info(vgpu, dispatch) if make_info else
+            (lambda x: dispatch.DeviceInfo("gfx950", vgpu.stream) if x.device.type == "cpu" else None),
         )
         vgpu.errors_expected = True  # the mutants' violations are recorded per case, then reset
         if mutant.kill:
