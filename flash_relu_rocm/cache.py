@@ -1,8 +1,15 @@
-"""Compile cache: one `CompiledFunction` per (rung, dtype, vec, block, unroll).
+"""Compile cache: one `CompiledFunction` per (rung, dtype, vec, block, unroll, device).
 
 numel is a runtime argument, so this is a handful of kernels per process. The
 per-call path is a dict lookup; `flyc.compile` runs once per key, under a
 per-key lock, so concurrent first calls compile each kernel exactly once.
+
+Per device: FlyDSL 0.5.0 loads a CompiledFunction's code object once, at its
+first call, on the HIP device current then (hipModuleLoadData), and launches
+that module's function ever after; flyc.compile of the same launcher returns
+the same artifact (one module). So each device gets its own launcher, built
+and compiled for it (a disk-cache hit after the first device), whose first
+call the dispatcher makes with that device current.
 """
 
 import os
@@ -64,10 +71,11 @@ def _compile(rung: Rung, dtype: str, vec: int):
             os.environ[_DISK_CACHE_ENV] = saved
 
 
-def compiled(rung: Rung, dtype: str, vec: int):
-    """The CompiledFunction for this rung/dtype/vec; compiles on first use.
-    Call it as fn(x, y, grid, stream) with positional arguments only."""
-    key = (rung.name, dtype, vec, rung.block, rung.unroll)
+def compiled(rung: Rung, dtype: str, vec: int, device: int = 0):
+    """The CompiledFunction for this rung/dtype/vec on `device`; compiles on
+    first use. Call it as fn(x, y, grid, stream) with positional arguments
+    only, with `device` current (its first call loads the module there)."""
+    key = (rung.name, dtype, vec, rung.block, rung.unroll, device)
     fn = _compiled.get(key)
     if fn is not None:
         return fn

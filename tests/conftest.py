@@ -60,13 +60,70 @@ def vgpu_device():
     return vgpu.device()
 
 
+def _vgpu_current_device(dev):
+    """The stand-in's current device of this thread (0 where it models one device)."""
+    get = getattr(dev, "get_device", None)
+    return get() if callable(get) else 0
+
+
+def _vgpu_device_info(dev, dispatch):
+    """`_dispatch.device_info` for the virtual gfx950: CPU tensors are device
+    memory; the device is the one holding the tensor's registered allocation
+    (device 0 for unregistered memory), the stream `dev.stream` (an int for
+    every device, or a dict device -> stream)."""
+    device_of = getattr(dev, "device_of", None)
+
+    def device_info(x):
+        if x.device.type != "cpu":
+            return None
+        index = device_of(x.data_ptr(), 0) if device_of else 0
+        stream = dev.stream.get(index, 0) if isinstance(dev.stream, dict) else dev.stream
+        return dispatch.DeviceInfo("gfx950", stream, index == _vgpu_current_device(dev), index)
+
+    return device_info
+
+
+def _vgpu_canary_memory(dev):
+    """`_canary.device_memory` for the virtual gfx950: CPU memory registered
+    on the canary's device as ONE region (so the canary's own sentinels, not
+    the memory checker, judge guard writes, as on hardware), unregistered after
+    the canary; its launches move from `dev.launches` to `dev.canary_launches`
+    so the suites' launch counts see only the calls they make."""
+    from contextlib import contextmanager
+
+    import torch
+
+    @contextmanager
+    def device_memory(nbytes, device):
+        buf = torch.empty(nbytes, dtype=torch.uint8)
+        kw = {"device": device} if hasattr(dev, "memories") else {}
+        region = dev.register(buf, name=f"canary-{device}", **kw)
+        lo, hi = buf.data_ptr(), buf.data_ptr() + nbytes
+        try:
+            yield buf
+        finally:
+            mem = dev.memories[device] if hasattr(dev, "memories") else dev.memory
+            mem.remove(region)
+            mine = [r for r in dev.launches if r.args and lo <= r.args[0] < hi]
+            for r in mine:
+                dev.launches.remove(r)
+            dev.canary_launches.extend(mine)
+
+    return device_memory
+
+
 @pytest.fixture
 def vgpu(vgpu_device, monkeypatch):
     """A clean virtual device per test, with relu_flydsl seeing CPU tensors as
-    gfx950 memory (only `_dispatch.device_info` is substituted). Set
-    `vgpu.stream` to change the stream handle the dispatcher passes. At teardown
-    any error recorded on the device, or a ladder launch whose grid is not exactly
-    ceil(numel / tile), fails the test unless `vgpu.errors_expected`."""
+    gfx950 memory (`_dispatch.device_info` substituted) and its first-use
+    canaries running on the virtual device (`_canary.device_memory`
+    substituted; their launches land in `vgpu.canary_launches`). Canary results
+    are forgotten before each test, so each test sees first uses. Set
+    `vgpu.stream` to change the stream handle the dispatcher passes. At
+    teardown any error recorded on the device, or a ladder launch (canaries
+    included) whose grid is not exactly ceil(numel / tile), fails the test
+    unless `vgpu.errors_expected`."""
+    import relu_flydsl._canary as canary
     import relu_flydsl._dispatch as dispatch
 
     dev = vgpu_device
@@ -74,10 +131,10 @@ def vgpu(vgpu_device, monkeypatch):
     dev.straddle = "dword"
     dev.stream = 0
     dev.errors_expected = False
-    monkeypatch.setattr(
-        dispatch, "device_info",
-        lambda x: dispatch.DeviceInfo("gfx950", dev.stream) if x.device.type == "cpu" else None,
-    )
+    dev.canary_launches = []
+    forget_canaries(dispatch)
+    monkeypatch.setattr(dispatch, "device_info", _vgpu_device_info(dev, dispatch))
+    monkeypatch.setattr(canary, "device_memory", _vgpu_canary_memory(dev))
     yield dev
     try:
         if not dev.errors_expected:
@@ -85,8 +142,20 @@ def vgpu(vgpu_device, monkeypatch):
             import vgpu_support
 
             vgpu_support.assert_exact_grids(dev.launches)  # no over-launch hidden by a predicate
+            vgpu_support.assert_exact_grids(dev.canary_launches)
     finally:
         dev.reset()
+        dev.canary_launches = []
+        forget_canaries(dispatch)
+
+
+def forget_canaries(dispatch):
+    """Tests only: forget canary results and loaded modules (so the next call is a
+    first use again) and the launch entries holding verified kernels."""
+    dispatch._canaries.clear()
+    dispatch.canary_runs.clear()
+    dispatch._loaded.clear()
+    dispatch.reset_dispatch_stats()
 
 
 def pytest_terminal_summary(terminalreporter):

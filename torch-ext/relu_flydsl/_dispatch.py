@@ -17,6 +17,7 @@ from typing import NamedTuple, Optional
 
 import torch
 
+from . import _canary, _hip
 from .flash_relu_rocm import cache, plan
 from .flash_relu_rocm.registry import DEFAULT_RUNG, DTYPES, ELEMENT_BYTES, RUNGS, get_rung
 
@@ -24,6 +25,7 @@ SUPPORTED_ARCH = "gfx950"
 FLYDSL_REQUIREMENT = "flydsl==0.5.0"
 ENV_DISABLE = "RELU_FLYDSL_DISABLE"  # "1": every call takes the torch fallback (operator kill switch)
 ENV_RUNG = "RELU_FLYDSL_RUNG"        # "v1".."v5": rung used when the call names none
+ENV_CANARY = _canary.ENV_CANARY      # "0": no first-use canaries
 _flydsl_missing = False  # None once flydsl imported; the reason string once it failed
 
 
@@ -31,19 +33,20 @@ class DeviceInfo(NamedTuple):
     arch: str             # e.g. "gfx950"
     stream: int           # raw HIP stream handle of torch's current stream on that device
     current: bool = True  # the tensor is on the current HIP device (kernels launch there)
+    index: int = 0        # the device's index
 
 
 # The two variables are re-read whenever they change, so an operator can flip
 # the kill switch in a running process (os.environ). Comparing their raw values
 # costs two dict lookups per call: CPython's os.environ keeps them in `_data`.
 _ENV_DATA = getattr(os.environ, "_data", None)
-_ENV_KEYS = tuple(os.environ.encodekey(k) for k in (ENV_DISABLE, ENV_RUNG)) if _ENV_DATA is not None else ()
+_ENV_KEYS = tuple(os.environ.encodekey(k) for k in (ENV_DISABLE, ENV_RUNG, ENV_CANARY)) if _ENV_DATA is not None else ()
 
 
 def _env_raw():
     if _ENV_DATA is not None:
-        return (_ENV_DATA.get(_ENV_KEYS[0]), _ENV_DATA.get(_ENV_KEYS[1]))
-    return (os.environ.get(ENV_DISABLE), os.environ.get(ENV_RUNG))
+        return (_ENV_DATA.get(_ENV_KEYS[0]), _ENV_DATA.get(_ENV_KEYS[1]), _ENV_DATA.get(_ENV_KEYS[2]))
+    return (os.environ.get(ENV_DISABLE), os.environ.get(ENV_RUNG), os.environ.get(ENV_CANARY))
 
 
 class Settings:
@@ -68,6 +71,7 @@ class Settings:
             _flydsl_missing = False
         self.env = _env_raw()
         self.disabled = os.environ.get(ENV_DISABLE, "").strip().lower() in ("1", "true", "yes", "on")
+        self.canary = os.environ.get(ENV_CANARY, "").strip().lower() not in ("0", "false", "no", "off")
         forced = os.environ.get(ENV_RUNG, "").strip()
         try:
             self.default_rung = get_rung(forced).name if forced else DEFAULT_RUNG
@@ -104,7 +108,7 @@ def device_info(x: torch.Tensor) -> Optional[DeviceInfo]:
     if arch is None:
         arch = torch.cuda.get_device_properties(index).gcnArchName.split(":")[0]
         _arch_by_index[index] = arch
-    return DeviceInfo(arch, _current_stream(index), index == torch.cuda.current_device())
+    return DeviceInfo(arch, _current_stream(index), index == torch.cuda.current_device(), index)
 
 
 # ---- observable dispatch -------------------------------------------------
@@ -178,42 +182,45 @@ def fallback_reason(x: torch.Tensor, out: torch.Tensor, info: Optional[DeviceInf
 
 # ---- the FlyDSL path -----------------------------------------------------
 class _Entry:
-    """Everything one (rung, dtype, numel, alignment) call needs, computed once:
-    the plan, its compiled kernel and the path's stats counter."""
+    """Everything one (rung, dtype, numel, alignment, device) call needs,
+    computed once: the plan, its compiled kernel and the path's stats counter."""
 
-    __slots__ = ("plan", "kernel", "direct", "grid", "single", "esize", "count")
+    __slots__ = ("plan", "kernel", "direct", "grid", "single", "esize", "count", "device")
 
-    def __init__(self, p: plan.Plan, kernel, count):
+    def __init__(self, p: plan.Plan, kernel, count, device: int):
         self.plan = p
-        self.kernel = kernel  # CompiledFunction: kernel(x1d, y1d, grid, stream)
+        self.kernel = kernel  # CompiledFunction for `device`: kernel(x1d, y1d, grid, stream)
         # cache.DirectLaunch after the kernel's first public call; False where
         # FlyDSL's call state is not the verified layout (then: kernel(...)).
+        # Set only once the kernel is verified on its device (canary), so
+        # relu()'s hot path never serves an unverified kernel.
         self.direct = None
         self.single = len(p.launches) == 1
         self.grid = p.launches[0].grid if self.single else None
         self.esize = ELEMENT_BYTES[p.dtype]
         self.count = count
+        self.device = device
 
 
 # Launch entries, keyed (rung as asked (None = default), torch dtype, numel,
-# x_addr & 15, y_addr & 15): plans depend on the size and on each pointer's
-# alignment within 16 bytes, nothing else. `_fast` holds the single-launch
-# entries relu()'s hot path may use directly: only entries created while the
-# FlyDSL path is enabled; any settings change clears it.
+# x_addr & 15, y_addr & 15, device): plans depend on the size and on each
+# pointer's alignment within 16 bytes, kernels on the device. `_fast` holds the
+# single-launch entries relu()'s hot path may use directly: only entries
+# created while the FlyDSL path is enabled; any settings change clears it.
 _entries = {}
 _fast = {}
 _ENTRIES_MAX = 4096  # bound memory for processes that see endless sizes
 _broken = {}  # (rung, dtype) -> why it cannot be compiled here
 
 
-def _entry(rung, rung_name: str, torch_dtype, numel: int, x_addr: int, y_addr: int) -> _Entry:
-    key = (rung, torch_dtype, numel, x_addr & 15, y_addr & 15)  # the hot path's key too
+def _entry(rung, rung_name: str, torch_dtype, numel: int, x_addr: int, y_addr: int, device: int = 0) -> _Entry:
+    key = (rung, torch_dtype, numel, x_addr & 15, y_addr & 15, device)  # the hot path's key too
     entry = _entries.get(key)
     if entry is None:
         dtype = _DTYPE_NAMES[torch_dtype]
         r = get_rung(rung_name)
         p = plan.plan(r, dtype, numel, x_addr, y_addr)
-        entry = _Entry(p, cache_compiled(r, dtype, p.vec), _counter(("flydsl", rung_name, dtype)))
+        entry = _Entry(p, cache_compiled(r, dtype, p.vec, device), _counter(("flydsl", rung_name, dtype)), device)
         if len(_entries) >= _ENTRIES_MAX:
             _entries.clear()
             _fast.clear()
@@ -221,6 +228,96 @@ def _entry(rung, rung_name: str, torch_dtype, numel: int, x_addr: int, y_addr: i
         if entry.single:
             _fast[key] = entry
     return entry
+
+
+# ---- the first-use canary (see _canary.py) --------------------------------
+# (rung, dtype, vec, device) -> None when the kernel passed its canary there,
+# else the evidence. Kept for the life of the process: a failed kernel is never
+# used again on that device. Concurrent first calls wait for the one canary.
+_canaries = {}
+_canary_locks = {}
+canary_runs = {}  # (rung, dtype, vec, device) -> canaries run (tests assert 1)
+_loaded = set()   # (rung, dtype, vec, device) whose module is loaded (a launch ran there)
+NOT_VERIFIED = "not verified before graph capture (call warmup())"
+NOT_LOADED = "not loaded before graph capture (call warmup())"
+
+
+def _capturing(stream: int) -> bool:
+    return _hip.capture_status(stream) != _hip.CAPTURE_NONE
+
+
+def _on_device(device: int, current: bool, fn, *args):
+    """fn(*args) with `device` current: FlyDSL loads modules and launches on
+    the current device. The caller's current device is restored."""
+    if current:
+        return fn(*args)
+    with _hip.on_device(device):
+        return fn(*args)
+
+
+def _canary_failed(key) -> str:
+    rung, dtype, vec, device = key
+    return f"canary failed {rung}/{dtype}/x{vec} on device {device}"
+
+
+def _run_canary(kernel, key, stream, current: bool):
+    """Run and judge one canary; None if the kernel was right, else the
+    evidence. A canary launch that fails (a HIP error) fails the canary too:
+    that kernel is not trusted on that device."""
+    rung_name, dtype, vec, device = key
+    r = get_rung(rung_name)
+    c = _canary.Canary(r, dtype, vec)
+    with _canary.device_memory(c.total, device) as buffer:
+        c.load(buffer)
+        x, y = c.views()
+        # the shipped planner's launches for this kernel, checked for the rules
+        # every launch relies on; then the kernel itself on the device
+        why = _canary.check_plans(r, dtype, vec, c.n, x.data_ptr(), y.data_ptr())
+        if why:
+            return why
+        p = plan.plan(r, dtype, c.n, x.data_ptr(), y.data_ptr())
+
+        def launch_all():
+            error = 0
+            for launch in p.launches:
+                kernel(x[launch.start:launch.stop], y[launch.start:launch.stop], launch.grid, stream)
+                error = error or _take_error()
+            return error
+
+        error = _on_device(device, current, launch_all)
+        if error:
+            return f"its launch failed with HIP error {error}"
+        return c.judge()
+
+
+def _verify(entry: _Entry, stream: int, current: bool) -> Optional[str]:
+    """None when `entry`'s kernel may run on its device now, else the fallback
+    reason. Runs the kernel's canary on first use (once, whatever the threads)."""
+    p = entry.plan
+    key = (p.rung, p.dtype, p.vec, entry.device)
+    if not settings.canary:
+        if key not in _loaded and _capturing(stream):
+            return NOT_LOADED  # its module load must not happen inside a capture
+        return None
+    if key in _canaries:
+        return None if _canaries[key] is None else _canary_failed(key)
+    with _counters_lock:
+        lock = _canary_locks.setdefault(key, threading.Lock())
+    with lock:
+        if key not in _canaries:
+            if _capturing(stream):
+                return NOT_VERIFIED
+            try:
+                evidence = _run_canary(entry.kernel, key, stream, current)
+            except Exception as e:  # noqa: BLE001 - a canary that cannot run proves nothing
+                evidence = f"the canary could not run ({type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]})"
+            canary_runs[key] = canary_runs.get(key, 0) + 1
+            _canaries[key] = evidence
+            _loaded.add(key)
+            if evidence:
+                _warn_once(("canary", key), f"{_canary_failed(key)}: {evidence}; that kernel is not used on "
+                           f"device {key[3]} for the life of the process")
+    return None if _canaries[key] is None else _canary_failed(key)
 
 
 def _flydsl_unavailable() -> Optional[str]:
@@ -283,7 +380,9 @@ def _launch(entry: _Entry, x, out, stream):
         for launch in entry.plan.launches:
             kernel(xf[launch.start : launch.stop], yf[launch.start : launch.stop], launch.grid, stream)
             error = error or _take_error()
-        if direct is None:
+        if direct is None and not error:
+            p = entry.plan
+            _loaded.add((p.rung, p.dtype, p.vec, entry.device))
             entry.direct = cache.direct_launch(kernel) or False
     if error:
         _launch_failed(error, entry.plan.rung, entry.plan.dtype, x.numel())
@@ -309,13 +408,16 @@ def run(x: torch.Tensor, out: torch.Tensor, rung: Optional[str], info=_NO_INFO) 
         why = _broken.get((rung_name, dtype))
         if why is None:
             try:
-                entry = _entry(rung, rung_name, x.dtype, x.numel(), x.data_ptr(), out.data_ptr())
+                entry = _entry(rung, rung_name, x.dtype, x.numel(), x.data_ptr(), out.data_ptr(), info.index)
             except KernelCompileError as e:
                 why = _broken[(rung_name, dtype)] = f"cannot compile {rung_name}/{dtype} here: {e}"
                 _warn_once(("compile", rung_name, dtype), why)
             else:
-                _launch(entry, x, out, info.stream)
-                return out
+                if not entry.direct:  # first launches: verified on this device first
+                    why = _verify(entry, info.stream, info.current)
+                if why is None:
+                    _on_device(info.index, info.current, _launch, entry, x, out, info.stream)
+                    return out
         reason = why
     torch.clamp_min(x, 0, out=out)  # torch.relu is clamp_min(x, 0): same kernel, same bits
     _record(("fallback", reason))
@@ -331,9 +433,9 @@ def _compile_guard(compiled):
     corrupt cache entry) into KernelCompileError, which `run` reports once and
     answers with the fallback. Launch failures are not caught: they raise."""
 
-    def wrapped(rung, dtype, vec):
+    def wrapped(rung, dtype, vec, device=0):
         try:
-            return compiled(rung, dtype, vec)
+            return compiled(rung, dtype, vec, device)
         except Exception as e:  # noqa: BLE001 - re-raised as a typed, reported error
             first_line = (str(e).strip().splitlines() or [""])[0]  # the stats key stays one line
             raise KernelCompileError(f"{type(e).__name__}: {first_line}") from e
@@ -344,13 +446,28 @@ def _compile_guard(compiled):
 cache_compiled = _compile_guard(cache.compiled)
 
 
-def warmup(dtypes=DTYPES, rungs=None, vecs=None):
-    """Compile kernels ahead of the first call (see the README's cold start).
+def _warmup_devices(devices):
+    """The devices warmup() verifies kernels on: as given, else the current
+    HIP device; () where no HIP runtime is loaded (compile only)."""
+    if devices is not None:
+        return (devices,) if isinstance(devices, int) else tuple(devices)
+    try:
+        return (_hip.get_device(),)
+    except (OSError, RuntimeError, AttributeError):
+        return ()
+
+
+def warmup(dtypes=DTYPES, rungs=None, vecs=None, devices=None):
+    """Compile kernels ahead of the first call (see the README's cold start)
+    and run their first-use canaries on each device, so no canary and no
+    module load happens later (e.g. inside a HIP graph capture).
     dtypes: one or several names ("bfloat16") or torch dtypes; rungs: default
     the serving rung; vecs=None compiles each rung's widest vector, the one
-    dense, aligned tensors use. Raises ValueError for an unknown dtype or rung,
-    RuntimeError if a kernel cannot compile here. Returns the (rung, dtype,
-    vec) compiled."""
+    dense, aligned tensors use; devices: device indices (default the current
+    HIP device; none without a HIP runtime: compile only). Raises ValueError
+    for an unknown dtype or rung, RuntimeError if a kernel cannot compile here.
+    A kernel that fails its canary warns and is not used on that device.
+    Returns the (rung, dtype, vec) compiled."""
     if isinstance(dtypes, (str, torch.dtype)):
         dtypes = (dtypes,)
     if isinstance(rungs, str):
@@ -361,14 +478,39 @@ def warmup(dtypes=DTYPES, rungs=None, vecs=None):
         if name not in DTYPES:
             raise ValueError(f"warmup(): unsupported dtype {dtype!r}; the kernels serve {', '.join(DTYPES)}")
         names.append(name)
+    rung_list = [get_rung(r) for r in (rungs or (settings.current().default_rung,))]
     compiled = []
-    for rung_name in rungs or (settings.current().default_rung,):
-        rung = get_rung(rung_name)
+    for rung in rung_list:
         for dtype in names:
             for vec in vecs or (rung.max_vec(dtype),):
                 cache_compiled(rung, dtype, vec)
                 compiled.append((rung.name, dtype, vec))
+    for device in _warmup_devices(devices):
+        for rung_name, dtype, vec in compiled:
+            _warm_on(get_rung(rung_name), dtype, vec, device)
     return compiled
+
+
+def _warm_on(rung, dtype: str, vec: int, device: int):
+    """Make (rung, dtype, vec) ready on `device` as a first call would: its
+    module loaded there and, unless disabled, its canary run."""
+    key = (rung.name, dtype, vec, device)
+    if key in _loaded and (not settings.current().canary or key in _canaries):
+        return
+    kernel = cache_compiled(rung, dtype, vec, device)
+    c = _canary.Canary(rung, dtype, vec)
+    with _canary.device_memory(c.total, device) as buffer:
+        c.load(buffer)
+        x, y = c.views()
+        info = device_info(x)  # the device's arch, current stream, whether it is current
+        if info is None or info.arch != SUPPORTED_ARCH:
+            return  # not a device the kernels serve
+        entry = _Entry(plan.plan(rung, dtype, c.n, x.data_ptr(), y.data_ptr()), kernel, itertools.count(), device)
+        if not settings.canary:
+            if not _capturing(info.stream):
+                _on_device(device, info.current, _launch, entry, x, y, info.stream)  # loads the module
+            return
+    _verify(entry, info.stream, info.current)  # the canary (its own memory); a failure warns
 
 
 __all__ = ["DeviceInfo", "dispatch_stats", "reset_dispatch_stats", "run", "warmup", "RUNGS"]

@@ -219,7 +219,7 @@ def relu(x: torch.Tensor, out: Optional[torch.Tensor] = None, *, rung: Optional[
                 yp = out.data_ptr()
                 # Entries exist only for valid rungs, kernel dtypes, single
                 # launches, FlyDSL enabled (settings changes clear them).
-                entry = d._fast.get((rung, dt, numel, xp & 15, yp & 15))
+                entry = d._fast.get((rung, dt, numel, xp & 15, yp & 15, dev.index))
                 if entry is not None and entry.direct:
                     nbytes = numel * entry.esize
                     if xp != yp and xp < yp + nbytes and yp < xp + nbytes:  # dense ranges overlap
