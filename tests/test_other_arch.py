@@ -9,7 +9,8 @@
   device 0 of that torch (a Tensor subclass: is_cuda, get_device); kernels' arch check
   and relu_flydsl's device_info run unmodified.
 - CPU machine (this one) and CUDA machine (torch.version.cuda set): get_kernel raises
-  FileNotFoundError, the only variant being torch-rocm. (Checked on a real H200 too, with
+  FileNotFoundError, the only variant being torch-rocm; has_kernel() says False, so a
+  mixed fleet can choose torch.relu there. (Checked on a real H200 too, with
   torch 2.11.0+cu130: the same message, "system backend (cuda)".)
 
 The Hub is replaced by kernels' documented local override, LOCAL_KERNELS=repo=path.
@@ -57,9 +58,10 @@ GFX942 = textwrap.dedent('''
         def get_device(self):
             return 0
 
-    from kernels import get_kernel
+    from kernels import get_kernel, has_kernel
 
-    result = {}
+    result = {"has_kernel": [has_kernel(sys.argv[1], version=1, trust_remote_code=True, check_arch=c)
+                             for c in (True, False)]}
     try:
         get_kernel(sys.argv[1], version=1, trust_remote_code=True)
         result["default"] = "loaded"
@@ -96,6 +98,7 @@ def test_gfx942_is_refused_by_default_and_falls_back_with_check_arch_false(build
         "RuntimeError: Kernel 'relu-flydsl' variant 'torch-rocm' does not support the current device: ROCm arch "
         "gfx942 of the current device is not supported by the architectures of the build: gfx950"), result
     assert "pass `check_arch=False` to skip this check" in result["default"]
+    assert result["has_kernel"] == [False, True]  # the mixed-fleet test: check_arch=False loads here
     assert result["same_bits_as_torch_relu"] == [True, True, True]
     assert result["stats"] == {"fallback/arch gfx942 (kernels are built for gfx950)": 9}, result["stats"]
     assert "RuntimeWarning" not in r.stderr  # another arch falls back silently (documented), no warning
@@ -105,11 +108,12 @@ def test_gfx942_is_refused_by_default_and_falls_back_with_check_arch_false(build
 def test_get_kernel_on_cpu_and_cuda_machines_raises_file_not_found(build, monkeypatch, machine):
     if torch.version.hip is not None or torch.version.cuda is not None:
         pytest.skip(f"this torch is a GPU build ({torch.version.hip or torch.version.cuda}): the CPU case cannot run")
-    from kernels import get_kernel
+    from kernels import get_kernel, has_kernel
 
     monkeypatch.setenv("LOCAL_KERNELS", f"{REPO}={build}")
     if machine == "cuda":
         monkeypatch.setattr(torch.version, "cuda", "12.8")  # what kernels reads to pick the backend
+    assert not has_kernel(REPO, version=1, trust_remote_code=True, check_arch=False)
     for check_arch in (True, False):
         with pytest.raises(FileNotFoundError) as e:
             get_kernel(REPO, version=1, trust_remote_code=True, check_arch=check_arch)
