@@ -219,9 +219,8 @@ def test_touching_another_devices_allocation_is_an_access_violation(vgpu):
     code, _ = _launch(hip, f0, x, y)
     assert code == LAUNCH_FAILURE
     assert vgpu.launches[-1].error is not None and vgpu.launches[-1].device == 0
-    msg = str(vgpu.errors[0])
-    assert "unmapped" in msg and "'x-of-device-1' of device 1" in msg, msg
-    assert any(v.kind == "unmapped" for v in vgpu.memories[0].violations)
+    msg = str(vgpu.errors[0])  # the emulator's error, naming the other device's allocation
+    assert "'x-of-device-1' of device 1, not of device 0" in msg, msg
     _untouched(ybuf)
     with pytest.raises(Exception, match="virtual device"):
         vgpu.check()
@@ -378,6 +377,9 @@ def test_capture_rules_hip_documents(vgpu):
     vgpu.begin_capture(s, mode=2)                     # relaxed mode: allocation is allowed
     assert _alloc(hip, s) == SUCCESS and vgpu.is_capturing(s) == 1
     vgpu.end_capture(s)
+    vgpu.begin_capture(s)
+    vgpu.reset()                                      # a test's teardown abandons its capture
+    assert vgpu.is_capturing(s) == 0 and _alloc(hip, s) == SUCCESS
 
 
 def _end_capture_code(vgpu, s):

@@ -308,7 +308,9 @@ class VirtualGPU:
 
     def reset(self):
         """Forget allocations, launches, errors and violations (not the modules or
-        streams); back to one device, device 0 current in the calling thread."""
+        streams); abandon any capture; back to one device, device 0 current in the
+        calling thread."""
+        self.lib.vgpu_abort_captures()
         for m in self.memories:
             m.clear()
         self.set_device_count(1)
@@ -415,7 +417,8 @@ class VirtualGPU:
         try:
             emu.run(rec.grid, rec.block, kernarg.ctypes.data)
         except BaseException as e:
-            foreign = self._explain_foreign(e, memory.violations[seen:], device)
+            pointers = [v for v, a in zip(rec.args, kernel.args) if a[".value_kind"] == "global_buffer"]
+            foreign = self._explain_foreign(e, [v.address for v in memory.violations[seen:]] + pointers, device)
             if foreign is e:
                 raise
             raise foreign from e
@@ -425,16 +428,17 @@ class VirtualGPU:
             rec.range_dropped = emu.range_dropped
             rec.instructions = emu.executed
 
-    def _explain_foreign(self, e, violations, device):
-        """An access outside device `device`'s allocations that lands in another
-        device's: say so (it is the same access violation, named)."""
-        for v in violations:
-            if v.kind == "unmapped":
-                other = self.device_of(v.address)
-                if other is not None and other != device:
-                    r = self.memories[other].find(v.address)
-                    return DeviceError(f"{e}; address 0x{v.address:x} is in allocation {r.name!r} of device "
-                                       f"{other}, not of device {device} where the kernel runs")
+    def _explain_foreign(self, e, addresses, device):
+        """A launch on `device` failed on memory (an access outside its allocations, or a
+        buffer descriptor whose base is not in one): if an address it touched or was
+        given lies in another device's allocation, say so. The launch error itself
+        comes from the emulator: another device's memory is not mapped on this one."""
+        for addr in addresses:
+            other = self.device_of(addr)
+            if other is not None and other != device:
+                r = self.memories[other].find(addr)
+                return DeviceError(f"{e}; address 0x{addr:x} is in allocation {r.name!r} of device {other}, "
+                                   f"not of device {device} where the kernel runs")
         return e
 
 

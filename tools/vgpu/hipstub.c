@@ -225,6 +225,23 @@ uint64_t vgpu_foreign_get_function_count(void) { return g_calls_foreign_get_func
 uint64_t vgpu_launch_stream(uint64_t i) { return i < VGPU_MAX_RECORDS ? g_rec_stream[i] : 0; }
 int vgpu_launch_result(uint64_t i) { return i < VGPU_MAX_RECORDS ? g_rec_result[i] : -1; }
 int vgpu_launch_device(uint64_t i) { return i < VGPU_MAX_RECORDS ? g_rec_device[i] : -1; }
+/* Abandon every capture (a test that failed mid-capture must not leak it into the next). */
+int vgpu_abort_captures(void) {
+    int n = 0;
+    pthread_mutex_lock(&g_lock);
+    for (int i = 0; i < VGPU_MAX_STREAMS; i++) {
+        struct vgpu_stream *s = g_stream_reg[i];
+        if (s && s->status != CaptureNone) {
+            graph_free(s->graph);
+            s->graph = NULL;
+            s->status = CaptureNone;
+            s->owner = NULL;
+            n++;
+        }
+    }
+    pthread_mutex_unlock(&g_lock);
+    return n;
+}
 void vgpu_reset_records(void) {
     pthread_mutex_lock(&g_lock);
     g_launches = 0; g_calls_get_function = 0; g_calls_load = 0; g_calls_foreign_get_function = 0;
