@@ -32,7 +32,7 @@ _flydsl_missing = False  # None once flydsl imported; the reason string once it 
 class DeviceInfo(NamedTuple):
     arch: str             # e.g. "gfx950"
     stream: int           # raw HIP stream handle of torch's current stream on that device
-    current: bool = True  # the tensor is on the current HIP device (kernels launch there)
+    current: bool = True  # its device is the current HIP device (else launches switch there and back)
     index: int = 0        # the device's index
 
 
@@ -168,10 +168,6 @@ def fallback_reason(x: torch.Tensor, out: torch.Tensor, info: Optional[DeviceInf
         return "not a ROCm device"
     if info.arch != SUPPORTED_ARCH:
         return f"arch {info.arch} (kernels are built for {SUPPORTED_ARCH})"
-    if not info.current:
-        # FlyDSL loads and launches kernels on the current HIP device; untested
-        # across devices here, so another device's tensors take torch's kernel.
-        return "tensor not on the current device"
     dtype = _DTYPE_NAMES.get(x.dtype)
     if dtype is None:
         return f"dtype {str(x.dtype).removeprefix('torch.')}"
@@ -253,6 +249,13 @@ def _on_device(device: int, current: bool, fn, *args):
         return fn(*args)
     with _hip.on_device(device):
         return fn(*args)
+
+
+def _launch_on(info, launch, *args):
+    """launch(*args, info.stream) with info's device current, restored after
+    (relu()'s hot path, for a tensor on another device)."""
+    with _hip.on_device(info.index):
+        launch(*args, info.stream)
 
 
 def _canary_failed(key) -> str:

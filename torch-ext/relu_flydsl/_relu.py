@@ -213,7 +213,7 @@ def relu(x: torch.Tensor, out: Optional[torch.Tensor] = None, *, rung: Optional[
             if _env_raw() != d.settings.env:  # kill switch / forced rung changed: drops _fast
                 d.settings.refresh()
             dev = d.device_info(x)
-            if dev is not None and dev.arch == _GFX950 and dev.current:
+            if dev is not None and dev.arch == _GFX950:  # any gfx950 device (entries are per device)
                 numel = x.numel()
                 xp = x.data_ptr()
                 yp = out.data_ptr()
@@ -224,7 +224,10 @@ def relu(x: torch.Tensor, out: Optional[torch.Tensor] = None, *, rung: Optional[
                     nbytes = numel * entry.esize
                     if xp != yp and xp < yp + nbytes and yp < xp + nbytes:  # dense ranges overlap
                         raise ValueError(_OVERLAP)
-                    entry.direct.launch(xp, yp, numel, entry.grid, dev.stream)  # any rank: the kernel sees 1-D
+                    if dev.current:
+                        entry.direct.launch(xp, yp, numel, entry.grid, dev.stream)  # any rank: the kernel sees 1-D
+                    else:  # FlyDSL launches on the current device: switch there and back
+                        d._launch_on(dev, entry.direct.launch, xp, yp, numel, entry.grid)
                     error = d._take_error()  # after every launch
                     if error:
                         d._launch_failed(error, entry.plan.rung, entry.plan.dtype, numel)
