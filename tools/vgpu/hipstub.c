@@ -150,15 +150,16 @@ struct vgpu_stream {
     uint64_t capture_id;
     struct vgpu_graph *graph;     /* graph being captured */
 };
-#define VGPU_MAX_STREAMS 1024
+#define VGPU_MAX_STREAMS 65536
 static struct vgpu_stream *g_stream_reg[VGPU_MAX_STREAMS];
+static int g_nstreams;            /* slots in use are below this */
 static uint64_t g_capture_ids;
 
 /* A stream this stub created, or NULL (the null stream, or a handle a test made up:
  * both are treated as streams of the current device that never capture). Lock held. */
 static struct vgpu_stream *stream_find(const void *h) {
     if (!h) return NULL;
-    for (int i = 0; i < VGPU_MAX_STREAMS; i++)
+    for (int i = 0; i < g_nstreams; i++)
         if (g_stream_reg[i] == h) return g_stream_reg[i];
     return NULL;
 }
@@ -168,7 +169,7 @@ static struct vgpu_stream *stream_find(const void *h) {
  * mode) or any global-mode capture is invalidated and the call fails. Lock held. */
 static int capture_forbids_unsafe_call(void) {
     int hit = 0;
-    for (int i = 0; i < VGPU_MAX_STREAMS; i++) {
+    for (int i = 0; i < g_nstreams; i++) {
         struct vgpu_stream *s = g_stream_reg[i];
         if (!s || s->status != CaptureActive) continue;
         if ((s->owner == &t_self && s->mode != ModeRelaxed) || s->mode == ModeGlobal) {
@@ -182,7 +183,7 @@ static int capture_forbids_unsafe_call(void) {
 /* clr's CHECK_SUPPORTED_DURING_CAPTURE / CHECK_STREAM_CAPTURING: every capture is invalidated. */
 static int invalidate_all_captures(void) {
     int hit = 0;
-    for (int i = 0; i < VGPU_MAX_STREAMS; i++) {
+    for (int i = 0; i < g_nstreams; i++) {
         struct vgpu_stream *s = g_stream_reg[i];
         if (s && s->status == CaptureActive) { s->status = CaptureInvalidated; hit = 1; }
     }
@@ -190,7 +191,7 @@ static int invalidate_all_captures(void) {
 }
 
 static int any_capture_active(void) {
-    for (int i = 0; i < VGPU_MAX_STREAMS; i++)
+    for (int i = 0; i < g_nstreams; i++)
         if (g_stream_reg[i] && g_stream_reg[i]->status == CaptureActive) return 1;
     return 0;
 }
@@ -229,7 +230,7 @@ int vgpu_launch_device(uint64_t i) { return i < VGPU_MAX_RECORDS ? g_rec_device[
 int vgpu_abort_captures(void) {
     int n = 0;
     pthread_mutex_lock(&g_lock);
-    for (int i = 0; i < VGPU_MAX_STREAMS; i++) {
+    for (int i = 0; i < g_nstreams; i++) {
         struct vgpu_stream *s = g_stream_reg[i];
         if (s && s->status != CaptureNone) {
             graph_free(s->graph);
@@ -514,8 +515,9 @@ hipError_t hipStreamCreate(void **out) {
     s->device = t_device;
     pthread_mutex_lock(&g_lock);
     int i;
-    for (i = 0; i < VGPU_MAX_STREAMS && g_stream_reg[i]; i++) {}
+    for (i = 0; i < g_nstreams && g_stream_reg[i]; i++) {}
     if (i < VGPU_MAX_STREAMS) g_stream_reg[i] = s;
+    if (i == g_nstreams && i < VGPU_MAX_STREAMS) g_nstreams++;
     pthread_mutex_unlock(&g_lock);
     if (i == VGPU_MAX_STREAMS) { free(s); return fail(hipErrorOutOfMemory); }
     *out = s;
@@ -525,7 +527,7 @@ hipError_t hipStreamDestroy(void *h) {
     pthread_mutex_lock(&g_lock);
     struct vgpu_stream *s = stream_find(h);
     if (s) {
-        for (int i = 0; i < VGPU_MAX_STREAMS; i++) if (g_stream_reg[i] == s) g_stream_reg[i] = NULL;
+        for (int i = 0; i < g_nstreams; i++) if (g_stream_reg[i] == s) g_stream_reg[i] = NULL;
         graph_free(s->graph);
         free(s);
     }
@@ -543,7 +545,7 @@ hipError_t hipStreamSynchronize(void *h) {
         s->status = CaptureInvalidated;
         hit = 1;
     } else {
-        for (int i = 0; i < VGPU_MAX_STREAMS; i++) {
+        for (int i = 0; i < g_nstreams; i++) {
             struct vgpu_stream *o = g_stream_reg[i];
             if (o && o->status == CaptureActive && o->mode == ModeGlobal) { o->status = CaptureInvalidated; hit = 1; }
         }
