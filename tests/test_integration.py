@@ -77,10 +77,34 @@ class _Model(torch.nn.Module):
         return self.act(relu_flydsl.relu(x) * 2 - 1)
 
 
-def test_compile_fullgraph_dynamic_no_recompile():
+# Compiled graphs take torch's relu by default and the FlyDSL op with
+# RELU_FLYDSL_COMPILE=op; both must trace fullgraph, dynamic, without recompiles.
+# What Inductor makes of each is measured in tests/test_compile_fusion.py.
+@pytest.fixture(params=["torch", "op"])
+def compile_mode(request, monkeypatch):
+    monkeypatch.setenv("RELU_FLYDSL_COMPILE", request.param)
+    return request.param
+
+
+def _graph_recorder():
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm.code)
+        return torch._dynamo.backends.debugging.aot_eager(gm, example_inputs)
+
+    return graphs, backend
+
+
+def _uses_op(graphs):
+    return any(f"{_ops._OPS_NAME}." in g for g in graphs)
+
+
+def test_compile_fullgraph_dynamic_no_recompile(compile_mode):
     torch._dynamo.reset()
+    graphs, backend = _graph_recorder()
     model = _Model()
-    compiled = torch.compile(model, fullgraph=True, dynamic=True, backend="aot_eager")
+    compiled = torch.compile(model, fullgraph=True, dynamic=True, backend=backend)
     x = torch.randn(8)
     torch.testing.assert_close(compiled(x), model(x), rtol=0, atol=0)
     with torch._dynamo.config.patch(error_on_recompile=True):
@@ -88,21 +112,31 @@ def test_compile_fullgraph_dynamic_no_recompile():
             x = torch.randn(n)
             assert torch.equal(compiled(x), model(x))
         x = torch.randn(5, 9)  # a new rank is a new graph by design; stays out of this check
+    assert len(graphs) == 1 and _uses_op(graphs) == (compile_mode == "op"), graphs
     torch._dynamo.reset()
 
 
-def test_compile_out_variant_fullgraph():
+def test_compile_out_variant_fullgraph(compile_mode):
     torch._dynamo.reset()
+    graphs, backend = _graph_recorder()
 
     def f(x, y):
         relu_flydsl.relu(x, out=y)
         return y + 1
 
-    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
-    x = torch.randn(10)
-    y = torch.empty_like(x)
-    out = compiled(x, y)
-    assert torch.equal(y, torch.relu(x)) and torch.equal(out, torch.relu(x) + 1)
+    compiled = torch.compile(f, fullgraph=True, dynamic=True, backend=backend)
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        for n in (10, 33):
+            x = torch.randn(n)
+            y = torch.empty_like(x)
+            out = compiled(x, y)
+            assert torch.equal(y, torch.relu(x)) and torch.equal(out, torch.relu(x) + 1)
+    x = torch.randn(12)
+    expected = torch.relu(x)
+    out = compiled(x, x)  # in place: x passed twice is a new graph (dynamo's duplicate-input guard)
+    assert torch.equal(x, expected) and torch.equal(out, expected + 1)
+    # default: torch's clamp_min plus the run-time overlap check (check_out); "op": relu_out
+    assert _uses_op(graphs) and (".relu_out." in "".join(graphs)) == (compile_mode == "op"), graphs
     torch._dynamo.reset()
 
 
@@ -136,12 +170,16 @@ def test_layer_flags_are_truthful():
     x = torch.randn(64, requires_grad=True)
     layers.ReLU()(x).sum().backward()
     assert torch.equal(x.grad, (x.detach() > 0).to(x.dtype))
-    # can_torch_compile: compiles without graph breaks, forward and backward
-    torch._dynamo.reset()
-    layer = torch.compile(layers.ReLU(), fullgraph=True, backend="aot_eager")
-    x2 = x.detach().clone().requires_grad_()
-    layer(x2).sum().backward()
-    assert torch.equal(x2.grad, x.grad)
+    # can_torch_compile: compiles without graph breaks, forward and backward,
+    # whichever path RELU_FLYDSL_COMPILE picks (tests/test_compile_fusion.py: Inductor fuses it)
+    for mode in ("torch", "op"):
+        torch._dynamo.reset()
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("RELU_FLYDSL_COMPILE", mode)
+            layer = torch.compile(layers.ReLU(), fullgraph=True, backend="aot_eager")
+            x2 = x.detach().clone().requires_grad_()
+            layer(x2).sum().backward()
+        assert torch.equal(x2.grad, x.grad), mode
     torch._dynamo.reset()
 
 
