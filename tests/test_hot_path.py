@@ -108,6 +108,31 @@ def overlap_in_bytes(c):
         assert c.general == general, "the hot path must reject it (the entry is cached)"
         assert len(c.dev.launches) == launches
         _untouched(bbuf, before, "x and out")
+    # adjacent, not overlapping: out starts right where x ends (and the reverse)
+    buf, bbuf = c.dev.guarded((2 * n,), F32, name="x-then-out")
+    xbits = S.make_bits("random", n, F32, seed=15)
+    for x, out in ((buf[:n], buf[n:]), (buf[n:], buf[:n])):
+        x.copy_(S.to_tensor(xbits, F32))
+        general = c.general
+        assert c.relu(x, out=out) is out
+        assert c.general == general, "expected the hot path"
+        S.assert_bits(out, S.relu_bits(xbits, F32))
+    c.dev.check()
+
+
+def in_place(c):
+    """relu(x, out=x), with its entry cached: bit-exact in place on the hot path."""
+    n = 1024
+    x, xbuf = c.dev.guarded((n,), F32, name="x")
+    for i, seed in enumerate((16, 17, 18)):
+        xbits = S.make_bits("mixed", n, F32, seed)
+        x.copy_(S.to_tensor(xbits, F32))
+        general = c.general
+        assert c.relu(x, out=x) is x
+        c.dev.check()
+        assert (c.general == general) == (i > 0), "the second and third calls take the hot path"
+        S.assert_bits(x, S.relu_bits(xbits, F32))
+        S.assert_guards(xbuf, x)
 
 
 def other_device(c):
@@ -154,24 +179,26 @@ def other_device(c):
 
 
 def _split(c, rung=None):
-    # stands in for > 2^31 elements: f32 v5 (tile 1024) splits 6144 into 3 launches of 2048
+    """Stands in for > 2^31 elements (max_index lowered): f32 6144 elements in
+    3 launches. Returns n and each launch's (byte offset into x, bytes)."""
     c.mp.setattr(c.plan, "LIMITS", c.plan.LaunchLimits(max_index=3000, max_buffer_bytes=2**32 - 1))
     c.pkg.reset_dispatch_stats()
     n = 6144
     c.call(n, seed=1, rung=rung)  # first launches: FlyDSL's public call
     launched = c.call(n, seed=2, rung=rung)  # the direct-launch path
     assert len(launched) == 3
-    return n, launched[0].args[1]
+    chunks = [(r.args[0] - launched[0].args[0], r.args[1] * 4) for r in launched]
+    assert sum(nb for _, nb in chunks) == n * 4, chunks
+    return n, chunks
 
 
 def split_launch_fails_in_the_middle(c):
     """The middle launch of a split faults (its slice of x is not mapped):
     RuntimeError from that call, and the next good call is clean."""
-    n, chunk = _split(c)
+    n, chunks = _split(c)
     xb = torch.randn(n)
-    nb = chunk * 4
-    c.dev.register(xb.data_ptr(), nb, name="x-chunk0")
-    c.dev.register(xb.data_ptr() + 2 * nb, nb, name="x-chunk2")  # chunk 1 unmapped
+    for i in (0, 2):  # chunk 1 unmapped
+        c.dev.register(xb.data_ptr() + chunks[i][0], chunks[i][1], name=f"x-chunk{i}", owner=xb)
     out, _ = c.dev.guarded((n,), F32, name="out")
     launches = len(c.dev.launches)
     with pytest.raises(RuntimeError, match="launch failed"):
@@ -186,9 +213,9 @@ def split_launch_fails_in_the_middle(c):
 def split_launch_fails_twice(c):
     """Two launches of one split fail: the call raises, and neither error is
     left behind for the next call."""
-    n, chunk = _split(c)
+    n, chunks = _split(c)
     xb = torch.randn(n)
-    c.dev.register(xb.data_ptr(), chunk * 4, name="x-chunk0")  # chunks 1 and 2 unmapped
+    c.dev.register(xb.data_ptr(), chunks[0][1], name="x-chunk0", owner=xb)  # chunks 1 and 2 unmapped
     out, _ = c.dev.guarded((n,), F32, name="out")
     launches = len(c.dev.launches)
     with pytest.raises(RuntimeError, match="launch failed"):
@@ -311,19 +338,20 @@ def misaligned_out(c):
 
 def hostile_out_on_the_hot_path(c):
     """With the entry for x's size cached, an out of another dtype or shape
-    (same numel), or an x that requires grad, is rejected as on the general
-    path: the error, nothing written, nothing launched."""
+    (same numel), or an x or out that requires grad, is rejected as on the
+    general path: the error, nothing written, nothing launched."""
     n = 1024
     c.warm(n)
     cases = (
         ("dtype", lambda x: c.dev.guarded((n,), torch.float16, name="out16"), TypeError, "dtype"),
         ("shape", lambda x: c.dev.guarded((2, n // 2), F32, name="out2d"), ValueError, "shape"),
-        ("grad", lambda x: x.requires_grad_(), RuntimeError, "automatic differentiation"),
+        ("x grad", lambda x, out: x.requires_grad_(), RuntimeError, "automatic differentiation"),
+        ("out grad", lambda x, out: out.requires_grad_(), RuntimeError, "automatic differentiation"),
     )
     for what, make, exc, match in cases:
         _, x, _, out, obuf = c.tensors(n, seed=13)
-        if what == "grad":
-            make(x)
+        if "grad" in what:
+            make(x, out)
         else:
             out, obuf = make(x)
         before, launches = obuf.numpy().copy(), len(c.dev.launches)
@@ -347,10 +375,49 @@ def kill_switch_on_the_hot_path(c):
     c.warm(n)
 
 
+def other_arch(c):
+    """A tensor on a gfx942 with the gfx950 entry for its size cached: torch's
+    result, no launch (the kernels are built for gfx950 only)."""
+    n = 1024
+    c.warm(n)
+    info, there = c.d.device_info, set()
+    c.mp.setattr(c.d, "device_info", lambda t: info(t)._replace(arch="gfx942") if t.data_ptr() in there else info(t))
+    for seed in (19, 20):  # first call, then whatever it cached
+        _, x, _, out, obuf = c.tensors(n, seed=seed)
+        there |= {x.data_ptr(), out.data_ptr()}
+        launches = len(c.dev.launches)
+        assert c.relu(x, out=out) is out
+        assert c.dev.launches[launches:] == [], "a gfx950 kernel launched on a gfx942"
+        assert torch.equal(out, torch.relu(x))
+        S.assert_guards(obuf, out)
+
+
+def entries_bounded(c):
+    """A process that sees endless sizes keeps a bounded number of launch
+    entries, hot-path entries included (here the bound is lowered to 3)."""
+    c.mp.setattr(c.d, "_ENTRIES_MAX", 3)
+    for n in (64, 128, 192, 256, 320, 384):
+        c.call(n, seed=n)
+        assert len(c.d._entries) <= 3 and len(c.d._fast) <= 3, (len(c.d._entries), len(c.d._fast))
+    c.call(384, seed=1, hot=True)  # the newest entry survives
+
+
+def buffer_split_by_bytes(c):
+    """Stands in for > 4 GiB on the buffer rungs: only the descriptor's byte
+    limit is lowered, and every launch stays within it."""
+    c.mp.setattr(c.plan, "LIMITS", c.plan.LaunchLimits(max_index=2**31 - 1, max_buffer_bytes=10000))
+    c.pkg.reset_dispatch_stats()
+    for seed in (21, 22):  # first launches, then the direct path
+        launched = c.call(4096, seed=seed, rung="v5")
+        assert len(launched) >= 2 and all(r.args[1] * 4 <= 10000 for r in launched), \
+            [r.args[1] for r in launched]
+
+
 SCENARIOS = {f.__name__: f for f in (
     overlap_in_bytes, other_device, split_launch_fails_in_the_middle, split_launch_fails_twice,
     layer_failed_launch, hot_failed_launch, first_launch_fails, dense_noncontiguous_out,
     dense_noncontiguous_x, misaligned_out, hostile_out_on_the_hot_path, kill_switch_on_the_hot_path,
+    in_place, other_arch, entries_bounded, buffer_split_by_bytes,
 )}
 
 
