@@ -34,15 +34,11 @@ def _result(vgpu, monkeypatch, root, name):
         monkeypatch.setenv("RELU_FLYDSL_CANARY", "0")
         pkg = M.import_copy(mutant, root)
         dispatch = pkg._dispatch
-        # what the vgpu fixture does for the real package: CPU tensors are gfx950 memory
+        # what the vgpu fixture does for the real package: CPU tensors are the
+        # memory of the virtual device holding their allocation
         import conftest
 
-        make_info = getattr(conftest, "_vgpu_device_info", None)  # the multi-device stand-in's
-        monkeypatch.setattr(
-            dispatch, "device_info",
-            make_info(vgpu, dispatch) if make_info else
-            (lambda x: dispatch.DeviceInfo("gfx950", vgpu.stream) if x.device.type == "cpu" else None),
-        )
+        monkeypatch.setattr(dispatch, "device_info", conftest._vgpu_device_info(vgpu, dispatch))
         vgpu.errors_expected = True  # the mutants' violations are recorded per case, then reset
         if mutant.kill:
             _results[name] = M.run_scenarios(vgpu, pkg, mutant, mutant.kill)
