@@ -161,7 +161,7 @@ def forget_canaries(dispatch):
 def pytest_terminal_summary(terminalreporter):
     """Lines the vgpu suites leave in vgpu_support.SUMMARY_LINES (the mutation
     checks' catch counts), then the lines computed from what ran on the virtual
-    device (kernels executed, alignment): printed at the end of the run, also under -q."""
+    device (kernels executed): printed at the end of the run, also under -q."""
     support = sys.modules.get("vgpu_support")
     lines = list(getattr(support, "SUMMARY_LINES", None) or [])
     session = getattr(support, "session_summary", None)
