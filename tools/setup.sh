@@ -44,21 +44,7 @@ fi
 if [ ${#need[@]} -gt 0 ]; then apt_install "${need[@]}"; fi
 
 # "rocm <site-packages> <hip version>" when the base interpreter has a ROCm torch, else "cpu".
-# Read from torch/version.py without importing torch (that takes seconds).
-mode=$("$BASE" - <<'EOF'
-import importlib.util, os, re
-spec = importlib.util.find_spec("torch")
-text = ""
-if spec and spec.origin:
-    try:
-        with open(os.path.join(os.path.dirname(spec.origin), "version.py")) as f:
-            text = f.read()
-    except OSError:
-        pass
-m = re.search(r"^hip\s*(?::[^=\n]*)?=\s*['\"]([^'\"]+)['\"]", text, re.M)
-print(f"rocm {os.path.dirname(os.path.dirname(spec.origin))} {m.group(1)}" if m else "cpu")
-EOF
-)
+mode=$("$BASE" tools/base_torch.py)
 req_hash=$(sha256sum requirements.txt | cut -c1-16)
 base_real=$("$BASE" -c 'import sys; print(sys.executable)')
 stamp="setup-v2 base=$base_real mode=${mode% *} requirements=$req_hash"
