@@ -11,7 +11,6 @@ import json
 import re
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
@@ -32,9 +31,14 @@ _KERNEL_CALL = re.compile(r"^\s+(cpp_fused_\w+)\(", re.M)
 _OP_CALL = re.compile(r"^[ \t]+(?:[^#\n]*?\W)?torch\.ops\._relu_flydsl_\w+\.(\w+)\.default\(", re.M)
 
 
-def inductor(fn, *args, dynamic=None):
+@pytest.fixture(autouse=True)
+def _default_compile_path(monkeypatch):
+    monkeypatch.delenv(_relu.ENV_COMPILE, raising=False)  # the caller's shell must not pick the path
+
+
+def inductor(fn, *args):
     """(output, fused kernels called, package ops called) of fn compiled by Inductor, fullgraph."""
-    out, codes = run_and_get_code(torch.compile(fn, fullgraph=True, dynamic=dynamic), *args)
+    out, codes = run_and_get_code(torch.compile(fn, fullgraph=True), *args)
     code = "\n".join(codes)
     assert "def call(" in code, "run_and_get_code captured no Inductor output"
     return out, _KERNEL_CALL.findall(code), _OP_CALL.findall(code)
