@@ -294,6 +294,9 @@ def noop_device(request, monkeypatch):
     monkeypatch.setattr(_dispatch, "device_info", device_info)
     monkeypatch.delenv("RELU_FLYDSL_DISABLE", raising=False)
     monkeypatch.delenv("RELU_FLYDSL_RUNG", raising=False)
+    # The no-op device computes nothing, so no first-use canary can pass on it
+    # (canaries are tested on the virtual gfx950, tests/test_canary.py).
+    monkeypatch.setenv("RELU_FLYDSL_CANARY", "0")
     _dispatch.settings.refresh()
     relu_flydsl.reset_dispatch_stats()
     lib.noop_hip_reset()
