@@ -154,6 +154,7 @@ def forget_canaries(dispatch):
     first use again) and the launch entries holding verified kernels."""
     dispatch._canaries.clear()
     dispatch.canary_runs.clear()
+    dispatch._warned.difference_update([k for k in dispatch._warned if isinstance(k, tuple) and k[0] == "canary"])
     dispatch._loaded.clear()
     dispatch.reset_dispatch_stats()
 
