@@ -154,17 +154,49 @@ def test_out_buffer_is_written_by_the_fused_kernel(baseline):
     assert torch.equal(out, ref_out)
 
 
-def test_compiled_relu_is_inductors_torch_relu_bit_for_bit():
-    """Compiled graphs give what Inductor makes of torch.relu on that device,
-    special values included (on CPU, torch 2.13: -0.0 kept, a small bf16
-    tensor's NaN 0x7FC1 -> 0x7FC0, f16 signalling NaN quieted)."""
-    vals = [-0.0, 0.0, -1.5, 2.0, float("inf"), float("-inf"), 1e-40, -1e-40, float("nan")]
-    x = torch.tensor(vals * 4).to(torch.bfloat16)
-    x.view(torch.int16)[8] = 0x7FC1  # a NaN payload
-    mine, _, ops = inductor(lambda x: relu_flydsl.relu(x), x)
-    theirs, _, _ = inductor(lambda x: torch.relu(x), x)
-    assert ops == []
-    assert torch.equal(mine.view(torch.int16), theirs.view(torch.int16))
+# -0.0, a quiet NaN with a payload, a signalling NaN, a negative NaN, a negative denormal, 1.0
+_SPECIALS = {torch.float32: (torch.int32, [-2**31, 0x7FC00123, 0x7F800001, -0x3FFFFF, -2**31 + 1, 0x3F800000]),
+             torch.bfloat16: (torch.int16, [-2**15, 0x7FC1, 0x7F81, -63, -2**15 + 1, 0x3F80])}
+
+
+def _specials(device):
+    return [torch.tensor(bits * 50, dtype=it).view(dt).to(device) for dt, (it, bits) in _SPECIALS.items()]
+
+
+def _pkg_relu(a, b):
+    return relu_flydsl.relu(a), relu_flydsl.relu(b)
+
+
+def _pkg_out_y(a, b):
+    ya, yb = torch.empty_like(a), torch.empty_like(b)
+    relu_flydsl.relu(a, out=ya)
+    relu_flydsl.relu(b, out=yb)
+    return ya, yb
+
+
+def _pkg_out_x(a, b):
+    a, b = a.clone(), b.clone()
+    relu_flydsl.relu(a, out=a)
+    relu_flydsl.relu(b, out=b)
+    return a, b
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_compiled_relu_is_inductors_torch_relu_bit_for_bit(device):
+    """Every form compiles to what Inductor makes of torch.relu on that
+    device, special values included; not clamp_min, which Inductor lowers
+    differently (on an H200 with torch 2.11, clamp_min gave +0.0 for -0.0
+    and 0x7FFFFFFF for float32 NaNs, where relu kept both, as the bit rule)."""
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA device here: Triton's lowering is checked on a GPU machine")
+    xs = _specials(device)
+    ref, _, _ = inductor(lambda a, b: (torch.relu(a), torch.relu(b)), *xs)
+    for f in (_pkg_relu, _pkg_out_y, _pkg_out_x):
+        got, _, ops = inductor(f, *xs)
+        assert ops == ([] if f is not _pkg_out_y else ["check_out", "check_out"]), (f.__name__, ops)
+        for g, r, x in zip(got, ref, xs):
+            it = _SPECIALS[x.dtype][0]
+            assert torch.equal(g.view(it), r.view(it)), (f.__name__, x.dtype, g.view(it)[:6], r.view(it)[:6])
 
 
 # ---- 2. after kernels.kernelize, in every mode -------------------------------------

@@ -10,10 +10,10 @@ What runs, and with what results:
   signalling NaNs are quieted).
 - Under torch.compile, relu traces to torch's relu so Inductor fuses it with
   its neighbours (a standalone pass cannot beat a fused one). Results are
-  what Inductor makes of torch's relu on that device: maximum(0, x), which
-  upstream reports gives +0.0 for -0.0 on GPUs; Inductor on CPU (torch 2.13)
-  keeps -0.0 and changes some NaN payloads. RELU_FLYDSL_COMPILE=op, read when
-  a graph is traced, keeps the opaque FlyDSL op there instead.
+  what Inductor makes of torch's relu on that device (measured: on an H200,
+  torch 2.11, -0.0 and NaN bits kept, unlike eager torch there; on CPU, torch
+  2.13, -0.0 kept, some bf16/f16 NaN payloads changed). RELU_FLYDSL_COMPILE=op,
+  read when a graph is traced, keeps the opaque FlyDSL op there instead.
 
 Eager calls go straight to the dispatcher (a torch.library op costs several
 microseconds of host time per call); eager calls needing autograd go through
@@ -132,15 +132,15 @@ ENV_COMPILE = "RELU_FLYDSL_COMPILE"  # "op": keep the FlyDSL op in compiled grap
 @torch.library.custom_op(add_op_namespace_prefix("check_out"), mutates_args=())
 def _check_out_op(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     """relu(x, out=y)'s overlap check at run time (pointers are not
-    traceable); reads no elements. Returns the 0-dim zero the compiled relu
-    clamps against: an op whose output nothing uses is dropped from the graph."""
+    traceable); reads no elements. Returns a 0-dim True that the compiled
+    write selects on: an op whose output nothing uses is dropped from the graph."""
     _check_overlap(x, out)
-    return torch.zeros((), dtype=x.dtype, device=x.device)
+    return torch.ones((), dtype=torch.bool, device=x.device)
 
 
 @_check_out_op.register_fake
 def _(x, out):
-    return x.new_empty(())
+    return x.new_empty((), dtype=torch.bool)
 
 
 @torch.compiler.assume_constant_result  # runs for real at trace time; the graph keeps the answer
@@ -161,8 +161,11 @@ def _traced(x, out, rung):
         return out
     if out is None:
         return torch.relu(x)
-    # clamp_min's out= becomes a write Inductor plans and fuses (in place for out=x)
-    torch.clamp_min(x, 0 if out is x else _check_out_op(x, out), out=out)
+    # A copy_ Inductor fuses with the relu (in place for out=x). torch.relu, not
+    # clamp_min: Inductor lowers them differently (on an H200, clamp_min turned
+    # -0.0 into +0.0 and float32 NaN payloads into 0x7FFFFFFF; relu kept both).
+    y = torch.relu(x)
+    out.copy_(y if out is x else torch.where(_check_out_op(x, out), y, x))
     return out
 
 
@@ -190,8 +193,8 @@ def relu(x: torch.Tensor, out: Optional[torch.Tensor] = None, *, rung: Optional[
     rung: "v1".."v5" to run a specific ladder rung (benchmarks, study);
        default v5, or $RELU_FLYDSL_RUNG.
 
-    Under torch.compile this traces to torch's relu (out=: a write Inductor
-    plans), so Inductor fuses it; rung is then unused. With
+    Under torch.compile this traces to torch's relu (out=: a copy_ of it
+    that Inductor fuses), so it fuses with its neighbours; rung is unused. With
     RELU_FLYDSL_COMPILE=op, read when the graph is traced, the FlyDSL op
     runs there instead.
     """
