@@ -85,14 +85,11 @@ toolchain.apply()
 os.environ.pop("COMPILE_ONLY", None)
 import vgpu
 dev = vgpu.device()
-dev.canary_launches = []
-dev.stream = 0
 import torch
 import relu_flydsl
 from relu_flydsl import _canary, _dispatch
-import conftest
-_dispatch.device_info = conftest._vgpu_device_info(dev, _dispatch)
-_canary.device_memory = conftest._vgpu_canary_memory(dev)
+from vgpu.serve import serve
+serve(dev, relu_flydsl)
 dtype = getattr(torch, {dtype!r})
 x = (torch.randn(1 << 16) * 4).to(dtype); y = torch.empty_like(x)
 dev.register(x, name="x"); dev.register(y, name="y")
@@ -135,14 +132,12 @@ def canary_cost():
     import vgpu
 
     dev = vgpu.device()
-    dev.canary_launches = []
-    dev.stream = 0
-    import conftest
+    import relu_flydsl
     from relu_flydsl import _canary, _dispatch
     from relu_flydsl.flash_relu_rocm.registry import DTYPES, ELEMENT_BYTES, RUNGS
+    from vgpu.serve import serve
 
-    _dispatch.device_info = conftest._vgpu_device_info(dev, _dispatch)
-    _canary.device_memory = conftest._vgpu_canary_memory(dev)
+    serve(dev, relu_flydsl)
     print("first-use canary per kernel (virtual gfx950, deterministic; one canary per kernel and device)")
     print(f"{'kernel':<22}{'elements':>10}{'x+out bytes':>13}{'allocation':>12}{'launches':>10}{'waves':>7}"
           f"{'instr/wave':>12}{'wave-instr':>12}{'ms here':>13}")

@@ -60,58 +60,6 @@ def vgpu_device():
     return vgpu.device()
 
 
-def _vgpu_current_device(dev):
-    """The stand-in's current device of this thread (0 where it models one device)."""
-    get = getattr(dev, "get_device", None)
-    return get() if callable(get) else 0
-
-
-def _vgpu_device_info(dev, dispatch):
-    """`_dispatch.device_info` for the virtual gfx950: CPU tensors are device
-    memory; the device is the one holding the tensor's registered allocation
-    (device 0 for unregistered memory), the stream `dev.stream` (an int for
-    every device, or a dict device -> stream)."""
-    device_of = getattr(dev, "device_of", None)
-
-    def device_info(x):
-        if x.device.type != "cpu":
-            return None
-        index = device_of(x.data_ptr(), 0) if device_of else 0
-        stream = dev.stream.get(index, 0) if isinstance(dev.stream, dict) else dev.stream
-        return dispatch.DeviceInfo("gfx950", stream, index == _vgpu_current_device(dev), index)
-
-    return device_info
-
-
-def _vgpu_canary_memory(dev):
-    """`_canary.device_memory` for the virtual gfx950: CPU memory registered
-    on the canary's device as ONE region (so the canary's own sentinels, not
-    the memory checker, judge guard writes, as on hardware), unregistered after
-    the canary; its launches move from `dev.launches` to `dev.canary_launches`
-    so the suites' launch counts see only the calls they make."""
-    from contextlib import contextmanager
-
-    import torch
-
-    @contextmanager
-    def device_memory(nbytes, device):
-        buf = torch.empty(nbytes, dtype=torch.uint8)
-        kw = {"device": device} if hasattr(dev, "memories") else {}
-        region = dev.register(buf, name=f"canary-{device}", **kw)
-        lo, hi = buf.data_ptr(), buf.data_ptr() + nbytes
-        try:
-            yield buf
-        finally:
-            mem = dev.memories[device] if hasattr(dev, "memories") else dev.memory
-            mem.remove(region)
-            mine = [r for r in dev.launches if r.args and lo <= r.args[0] < hi]
-            for r in mine:
-                dev.launches.remove(r)
-            dev.canary_launches.extend(mine)
-
-    return device_memory
-
-
 @pytest.fixture
 def vgpu(vgpu_device, monkeypatch):
     """A clean virtual device per test, with relu_flydsl seeing CPU tensors as
@@ -123,8 +71,9 @@ def vgpu(vgpu_device, monkeypatch):
     teardown any error recorded on the device, or a ladder launch (canaries
     included) whose grid is not exactly ceil(numel / tile), fails the test
     unless `vgpu.errors_expected`."""
-    import relu_flydsl._canary as canary
+    import relu_flydsl
     import relu_flydsl._dispatch as dispatch
+    from vgpu.serve import serve
 
     dev = vgpu_device
     dev.reset()
@@ -133,8 +82,7 @@ def vgpu(vgpu_device, monkeypatch):
     dev.errors_expected = False
     dev.canary_launches = []
     forget_canaries(dispatch)
-    monkeypatch.setattr(dispatch, "device_info", _vgpu_device_info(dev, dispatch))
-    monkeypatch.setattr(canary, "device_memory", _vgpu_canary_memory(dev))
+    serve(dev, relu_flydsl, monkeypatch.setattr)  # device_info and the canary's buffer (tools/vgpu/serve.py)
     yield dev
     try:
         if not dev.errors_expected:

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import vgpu_support as S
+from vgpu.serve import serve
 
 pytestmark = pytest.mark.vgpu
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -125,22 +126,9 @@ def _import_mutant(name, root, vgpu, monkeypatch):
     import mutation_support as M
 
     pkg = M.import_copy(M.BY_NAME[name], root)
-    monkeypatch.setattr(pkg._dispatch, "device_info", vgpu_device_info(vgpu, pkg._dispatch))
-    monkeypatch.setattr(pkg._canary, "device_memory", vgpu_canary_memory(vgpu))
+    serve(vgpu, pkg, monkeypatch.setattr)
     monkeypatch.delenv("RELU_FLYDSL_CANARY", raising=False)
     return pkg
-
-
-def vgpu_device_info(dev, dispatch):
-    import conftest
-
-    return conftest._vgpu_device_info(dev, dispatch)
-
-
-def vgpu_canary_memory(dev):
-    import conftest
-
-    return conftest._vgpu_canary_memory(dev)
 
 
 def _kernel_mutants():

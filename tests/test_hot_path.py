@@ -409,11 +409,7 @@ SCENARIOS = {f.__name__: f for f in (
 
 # Scenarios that expose a bug not fixed yet: expected to fail (strict), and left
 # out of the mutation check's soundness run until fixed.
-KNOWN_BUGS = {
-    "split_launch_fails_twice": "_dispatch._launch takes errors as `error = error or _take_error()`: after "
-                                "the first failed launch of a split it stops taking them, so a later launch's "
-                                "error is left behind and the NEXT call raises it",
-}
+KNOWN_BUGS = {}  # was split_launch_fails_twice: _launch stopped taking errors after a split's first failure
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(reason=KNOWN_BUGS[n], raises=RuntimeError, strict=True))

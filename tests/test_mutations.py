@@ -36,9 +36,9 @@ def _result(vgpu, monkeypatch, root, name):
         dispatch = pkg._dispatch
         # what the vgpu fixture does for the real package: CPU tensors are the
         # memory of the virtual device holding their allocation
-        import conftest
+        from vgpu.serve import device_info_for
 
-        monkeypatch.setattr(dispatch, "device_info", conftest._vgpu_device_info(vgpu, dispatch))
+        monkeypatch.setattr(dispatch, "device_info", device_info_for(vgpu, dispatch))
         vgpu.errors_expected = True  # the mutants' violations are recorded per case, then reset
         if mutant.kill:
             _results[name] = M.run_scenarios(vgpu, pkg, mutant, mutant.kill)

@@ -30,7 +30,6 @@ CLI failed, any call fell back to torch, or the device recorded an error or an i
 memory access. tests/test_kernels_cli.py runs it in CI.
 """
 
-import contextlib
 import functools
 import os
 import sys
@@ -98,25 +97,11 @@ class Session:
 
     # ---- the loaded variant on the virtual device --------------------------------------
     def _install(self, module):
-        dispatch = module._dispatch
-        gfx950 = dispatch.DeviceInfo("gfx950", 0)  # device 0, stream 0, the current device
-        dispatch.device_info = lambda x: gfx950 if x.device.type == "cpu" else None
+        from vgpu.serve import serve
+
+        # CPU tensors as gfx950 memory of device 0, the canary's buffer registered there
+        serve(self.dev, module)
         dev = self.dev
-        canary = sys.modules.get(f"{module.__name__}._canary")
-        if canary is not None and hasattr(canary, "device_memory"):
-            # the first-use canary's buffer: CPU memory registered as one region for the canary
-            @contextlib.contextmanager
-            def device_memory(nbytes, device):
-                import torch
-
-                buf = torch.empty(nbytes, dtype=torch.uint8)
-                region = dev.register(buf, name=f"canary-{device}")
-                try:
-                    yield buf
-                finally:
-                    dev.memory.remove(region)
-
-            canary.device_memory = device_memory
         real_relu = module.relu
 
         @functools.wraps(real_relu)

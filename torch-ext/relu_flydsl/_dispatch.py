@@ -284,7 +284,8 @@ def _run_canary(kernel, key, stream, current: bool):
             error = 0
             for launch in p.launches:
                 kernel(x[launch.start:launch.stop], y[launch.start:launch.stop], launch.grid, stream)
-                error = error or _take_error()
+                failed = _take_error()  # after every launch, even after a failure: none left behind
+                error = error or failed
             return error
 
         error = _on_device(device, current, launch_all)
@@ -374,7 +375,8 @@ def _launch(entry: _Entry, x, out, stream):
         for launch in entry.plan.launches:
             offset = launch.start * esize
             direct(xp + offset, yp + offset, launch.numel, launch.grid, stream)
-            error = error or _take_error()  # after every launch
+            failed = _take_error()  # after every launch, even after a failure: none left for the next call
+            error = error or failed
     else:
         # A kernel's first launches: FlyDSL's public call, on 1-D views of each chunk.
         kernel = entry.kernel
@@ -382,7 +384,8 @@ def _launch(entry: _Entry, x, out, stream):
         error = 0
         for launch in entry.plan.launches:
             kernel(xf[launch.start : launch.stop], yf[launch.start : launch.stop], launch.grid, stream)
-            error = error or _take_error()
+            failed = _take_error()
+            error = error or failed
         if direct is None and not error:
             p = entry.plan
             _loaded.add((p.rung, p.dtype, p.vec, entry.device))
