@@ -240,7 +240,7 @@ def relu(x: torch.Tensor, out: Optional[torch.Tensor] = None, *, rung: Optional[
     if _is_compiling():
         return _traced(x, out, rung)
     if out is None:
-        if _needs_op(x):
+        if x.requires_grad and torch.is_grad_enabled():  # autograd through the op (not compiling here)
             return _relu_op(x, rung)
         return _dispatch.run(x, torch.empty_like(x), rung)
     return _dispatch.run(x, out, rung)
