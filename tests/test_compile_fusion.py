@@ -337,3 +337,18 @@ def test_partial_overlap_raises_at_run_time_with_nothing_written():
         torch.compile(f, fullgraph=True)(buf[:64], buf[1:])
     assert torch.equal(buf, before)
     torch._dynamo.reset()
+
+
+def test_compile_switch_is_marked_as_torch_marks_a_constant_result():
+    """_relu sets assume_constant_result's mark itself (the decorator imports
+    torch._dynamo at package import); it must be exactly what the installed
+    torch's decorator sets."""
+    import relu_flydsl._relu as R
+
+    def probe():
+        return True
+
+    marked = torch.compiler.assume_constant_result(probe)
+    added = {k: v for k, v in vars(marked).items()}
+    assert added == {"_dynamo_marked_constant": True}, added
+    assert getattr(R._compile_uses_op, "_dynamo_marked_constant", None) is True

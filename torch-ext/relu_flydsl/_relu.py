@@ -143,12 +143,18 @@ def _(x, out):
     return x.new_empty((), dtype=torch.bool)
 
 
-@torch.compiler.assume_constant_result  # runs for real at trace time; the graph keeps the answer
 def _compile_uses_op() -> bool:
     value = os.environ.get(ENV_COMPILE, "").strip().lower()
     if value not in ("", "torch", "op"):
         warnings.warn(f"ignoring {ENV_COMPILE}={value!r}: use 'op' or 'torch' (the default)", RuntimeWarning)
     return value == "op"
+
+
+# torch.compiler.assume_constant_result(_compile_uses_op): dynamo calls it for real
+# at trace time and the graph keeps the answer. The decorator imports torch._dynamo
+# (~1 s) at package import; all it does is set this mark (checked by
+# tests/test_compile_fusion.py against the installed torch).
+_compile_uses_op._dynamo_marked_constant = True
 
 
 def _traced(x, out, rung):
@@ -173,10 +179,6 @@ _is_compiling = torch.compiler.is_compiling
 _env_raw = _dispatch._env_raw
 _Tensor = torch.Tensor
 _GFX950 = _dispatch.SUPPORTED_ARCH
-
-
-def _needs_op(x) -> bool:
-    return _is_compiling() or (x.requires_grad and torch.is_grad_enabled())
 
 
 def relu(x: torch.Tensor, out: Optional[torch.Tensor] = None, *, rung: Optional[str] = None) -> torch.Tensor:
