@@ -203,9 +203,14 @@ def _patch_program(vgpu, monkeypatch, kernel, edit):
 
     keys = [k for k, p in vgpu.programs.items() if S.kernel_identity(k[1]) == kernel]
     assert keys, f"{kernel} is not loaded"
-    for key in keys:
+    patched = 0
+    for key in keys:  # also modules of other package copies (mutants) with the same kernel name
         k = vgpu.programs[key].kernel
-        monkeypatch.setitem(vgpu.programs, key, Program(dataclasses.replace(k, lines=edit(list(k.lines)))))
+        lines = edit(list(k.lines))
+        if lines is not None:  # a mutant's build may lack the instruction: leave it alone
+            monkeypatch.setitem(vgpu.programs, key, Program(dataclasses.replace(k, lines=lines)))
+            patched += 1
+    assert patched, f"no loaded {kernel} has the instruction to patch"
 
 
 def _replace_line(pattern, mnemonic, operands):
@@ -215,7 +220,9 @@ def _replace_line(pattern, mnemonic, operands):
     from vgpu.codeobj import Line
 
     def edit(lines):
-        i = next(j for j, ln in enumerate(lines) if re.fullmatch(pattern, f"{ln.mnemonic} {ln.operands}"))
+        i = next((j for j, ln in enumerate(lines) if re.fullmatch(pattern, f"{ln.mnemonic} {ln.operands}")), None)
+        if i is None:
+            return None
         old = lines[i]
         m = re.fullmatch(pattern, f"{old.mnemonic} {old.operands}")
         lines[i] = Line(old.addr, mnemonic, operands.format(*m.groups()), old.words)
