@@ -153,7 +153,7 @@ def reset_dispatch_stats():
 def _warn_once(key, message, fallback=True):
     if key not in _warned:
         _warned.add(key)
-        tail = "; using the torch fallback (results are identical)" if fallback else ""
+        tail = "; using the torch fallback (torch.relu's own kernel and results on this device)" if fallback else ""
         warnings.warn(f"relu_flydsl: {message}{tail}", RuntimeWarning, 3)
 
 
