@@ -22,6 +22,27 @@ def repo_root():
     return ROOT
 
 
+@pytest.fixture(scope="session")
+def variant_build(tmp_path_factory):
+    """relu-build/ built once per session by tools/build_variant.py, for tests
+    that only read it (copy it before changing anything)."""
+    import build_variant
+
+    out = tmp_path_factory.mktemp("variant") / "relu-build"
+    build_variant.build(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def mutant_root(tmp_path_factory, request):
+    """A folder for the mutated package copies of tests/mutation_support.py,
+    taken off sys.path after the module."""
+    root = tmp_path_factory.mktemp(f"mutants-{request.module.__name__.rsplit('.', 1)[-1]}")
+    yield root
+    if str(root) in sys.path:
+        sys.path.remove(str(root))
+
+
 # ---- virtual gfx950 device (tools/vgpu) ------------------------------------
 def _vgpu_unavailable():
     """Why the virtual device cannot run here, or None."""

@@ -31,13 +31,8 @@ POST_SHAPES = [(8192, 8192), (16384, 8192), (32768, 8192), (4096, 14336)]
 
 # ---- the kernels benchmark workloads --------------------------------------------------
 @pytest.fixture(scope="module")
-def build_dir(tmp_path_factory):
-    sys.path.insert(0, str(ROOT / "tools"))
-    import build_variant
-
-    out = tmp_path_factory.mktemp("build") / "relu-build"
-    build_variant.build(out)
-    return out
+def build_dir(variant_build):
+    return variant_build
 
 
 @pytest.fixture(scope="module")

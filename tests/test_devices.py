@@ -25,8 +25,6 @@ def _pkg():
 
 @pytest.fixture
 def two(vgpu):
-    if not hasattr(vgpu, "set_device_count"):
-        pytest.skip("the virtual device models one device only")
     vgpu.set_device_count(2)
     vgpu.stream = {0: vgpu.create_stream(0), 1: vgpu.create_stream(1)}
     vgpu.set_device(0)

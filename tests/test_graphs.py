@@ -21,8 +21,6 @@ def _pkg():
 
 @pytest.fixture
 def cap(vgpu):
-    if not hasattr(vgpu, "begin_capture"):
-        pytest.skip("the virtual device models no stream capture")
     vgpu.stream = vgpu.create_stream(0)
     return vgpu
 

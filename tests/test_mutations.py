@@ -20,14 +20,6 @@ pytestmark = pytest.mark.vgpu
 _results = {}  # mutant name -> Result, shared by the per-mutant tests and the count
 
 
-@pytest.fixture(scope="module")
-def mutant_root(tmp_path_factory):
-    root = tmp_path_factory.mktemp("mutants")
-    yield root
-    if str(root) in M.sys.path:
-        M.sys.path.remove(str(root))
-
-
 def _result(vgpu, monkeypatch, root, name):
     if name not in _results:
         mutant = M.BY_NAME[name]

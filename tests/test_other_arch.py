@@ -30,16 +30,6 @@ ROOT = Path(__file__).resolve().parent.parent
 REPO = "org/relu-flydsl"
 
 
-@pytest.fixture(scope="module")
-def build(tmp_path_factory):
-    sys.path.insert(0, str(ROOT / "tools"))
-    import build_variant
-
-    out = tmp_path_factory.mktemp("arch") / "relu-build"
-    build_variant.build(out)
-    return out
-
-
 GFX942 = textwrap.dedent('''
     import json, sys, types
     import torch
@@ -88,8 +78,8 @@ GFX942 = textwrap.dedent('''
 ''')
 
 
-def test_gfx942_is_refused_by_default_and_falls_back_with_check_arch_false(build):
-    env = dict(os.environ, LOCAL_KERNELS=f"{REPO}={build}", HF_HUB_OFFLINE="1")
+def test_gfx942_is_refused_by_default_and_falls_back_with_check_arch_false(variant_build):
+    env = dict(os.environ, LOCAL_KERNELS=f"{REPO}={variant_build}", HF_HUB_OFFLINE="1")
     env.pop("RELU_FLYDSL_DISABLE", None)
     r = subprocess.run([sys.executable, "-c", GFX942, REPO], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -105,12 +95,12 @@ def test_gfx942_is_refused_by_default_and_falls_back_with_check_arch_false(build
 
 
 @pytest.mark.parametrize("machine", ["cpu", "cuda"])
-def test_get_kernel_on_cpu_and_cuda_machines_raises_file_not_found(build, monkeypatch, machine):
+def test_get_kernel_on_cpu_and_cuda_machines_raises_file_not_found(variant_build, monkeypatch, machine):
     if torch.version.hip is not None or torch.version.cuda is not None:
         pytest.skip(f"this torch is a GPU build ({torch.version.hip or torch.version.cuda}): the CPU case cannot run")
     from kernels import get_kernel, has_kernel
 
-    monkeypatch.setenv("LOCAL_KERNELS", f"{REPO}={build}")
+    monkeypatch.setenv("LOCAL_KERNELS", f"{REPO}={variant_build}")
     if machine == "cuda":
         monkeypatch.setattr(torch.version, "cuda", "12.8")  # what kernels reads to pick the backend
     assert not has_kernel(REPO, version=1, trust_remote_code=True, check_arch=False)
