@@ -206,6 +206,7 @@ def test_first_call_inside_capture_falls_back(vgpu):
     relu_flydsl, dispatch, _ = _pkg()
     stream = vgpu.create_stream()
     vgpu.stream = stream
+    vgpu.refuse_loads_during_capture()  # a module load inside the capture would invalidate it
     xbits = S.make_bits("random", 4096, torch.bfloat16, 3)
     x, _ = S.guarded_input(vgpu, xbits, torch.bfloat16)
     out, obuf = vgpu.guarded((4096,), torch.bfloat16, name="out")

@@ -22,6 +22,7 @@ def _pkg():
 @pytest.fixture
 def cap(vgpu):
     vgpu.stream = vgpu.create_stream(0)
+    vgpu.refuse_loads_during_capture()  # stricter than clr: a module load inside a capture fails the test
     return vgpu
 
 

@@ -349,6 +349,29 @@ def test_forbidden_call_during_capture_fails_and_invalidates_it(vgpu, call):
     _untouched(ybuf)
 
 
+def test_strict_mode_refuses_a_module_load_during_capture(vgpu):
+    """clr loads modules during a capture; the issue's stricter model refuses
+    them (900) and invalidates the capture. The relu capture tests run in this
+    mode, so a module load inside a capture would fail them."""
+    hip = _hip(vgpu)
+    image, _ = _image(vgpu)
+    s = vgpu.create_stream()
+    vgpu.refuse_loads_during_capture()
+    vgpu.begin_capture(s)
+    buf = ctypes.create_string_buffer(image, len(image))
+    m = ctypes.c_void_p()
+    assert hip.hipModuleLoadData(ctypes.byref(m), buf) == CAPTURE_UNSUPPORTED
+    assert vgpu.is_capturing(s) == 2                  # invalidated
+    with pytest.raises(Exception) as e:
+        vgpu.end_capture(s)
+    assert e.value.code == CAPTURE_INVALIDATED
+    assert hip.hipModuleLoadData(ctypes.byref(m), buf) == SUCCESS  # capture over: allowed again
+    vgpu.reset()                                      # reset() turns strict mode off
+    vgpu.begin_capture(s)
+    assert hip.hipModuleLoadData(ctypes.byref(m), buf) == SUCCESS and vgpu.is_capturing(s) == 1
+    vgpu.end_capture(s)
+
+
 def test_capture_rules_hip_documents(vgpu):
     """What clr allows and refuses around a capture, as modelled."""
     hip = _hip(vgpu)

@@ -210,6 +210,13 @@ class VirtualGPU:
             self.memories.append(Memory())
         del self.memories[n:]
 
+    def refuse_loads_during_capture(self, on=True):
+        """Strict mode: hipModuleLoadData during a global-mode capture fails with
+        hipErrorStreamCaptureUnsupported and invalidates it, like the unsafe calls.
+        ROCm's clr does not refuse it; tests use this to show no module load
+        happens inside a capture. reset() turns it off."""
+        self.lib.vgpu_refuse_loads_during_capture(1 if on else 0)
+
     @property
     def device_count(self):
         return len(self.memories)
@@ -311,6 +318,7 @@ class VirtualGPU:
         streams); abandon any capture; back to one device, device 0 current in the
         calling thread."""
         self.lib.vgpu_abort_captures()
+        self.lib.vgpu_refuse_loads_during_capture(0)
         for m in self.memories:
             m.clear()
         self.set_device_count(1)

@@ -59,6 +59,10 @@ static hipError_t g_last_error;
 
 #define VGPU_MAX_DEVICES 16
 static int g_device_count = 1;
+/* strict mode (vgpu_refuse_loads_during_capture): hipModuleLoadData is refused
+ * during a global-mode capture as the unsafe calls are. clr does not refuse it;
+ * the tests turn this on to prove the dispatcher never loads a module inside one. */
+static int g_strict_loads;
 static __thread int t_device;      /* current device of this host thread (HIP: per thread, default 0) */
 static __thread char t_self;       /* &t_self identifies the thread that began a capture */
 
@@ -202,6 +206,7 @@ static hipError_t fail(hipError_t e) { g_last_error = e; return e; }
 void vgpu_set_callbacks(vgpu_load_cb load, vgpu_launch_cb launch, vgpu_args_cb args) {
     g_load = load; g_launch = launch; g_args = args;
 }
+void vgpu_refuse_loads_during_capture(int on) { g_strict_loads = on; }
 int vgpu_set_device_count(int n) {
     if (n < 1 || n > VGPU_MAX_DEVICES) return -1;
     g_device_count = n;
@@ -292,11 +297,14 @@ static uint64_t elf_size(const unsigned char *p) {
     return end;
 }
 
-/* Loads on the current device. clr checks no capture state here (hip_module.cpp). */
+/* Loads on the current device. clr checks no capture state here (hip_module.cpp);
+ * in strict mode a global-mode capture refuses it (900) and is invalidated. */
 hipError_t hipModuleLoadData(void **module, const void *image) {
     pthread_mutex_lock(&g_lock);
     g_calls_load++;
+    int refused = g_strict_loads && capture_forbids_unsafe_call();
     pthread_mutex_unlock(&g_lock);
+    if (refused) return fail(hipErrorStreamCaptureUnsupported);
     if (!module || !image) return fail(hipErrorInvalidValue);
     uint64_t size = elf_size((const unsigned char *)image);
     if (!size || !g_load) return fail(hipErrorInvalidImage);
