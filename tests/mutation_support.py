@@ -110,13 +110,13 @@ DISPATCH_MUTANTS = (
     _m("hot-pointers-swapped", "hot path: x and out passed in the wrong order",
        _R, "entry.direct.launch(xp, yp, numel", "entry.direct.launch(yp, xp, numel", "overlap_in_bytes"),
     _m("hot-default-stream", "hot path: launches on stream 0, not torch's current stream",
-       _R, "entry.grid, dev.stream)", "entry.grid, 0)", "overlap_in_bytes"),
+       _R, "entry.grid, dev.stream)  # any rank", "entry.grid, 0)  # any rank", "overlap_in_bytes"),
     _m("hot-uncounted", "hot path: dispatch_stats() not counted",
        _R, "next(entry.count)", "pass  # uncounted", "overlap_in_bytes"),
     _m("first-launch-error-untaken", "first (public-call) launches: no launch-error check",
-       _D, "kernel(xf[launch.start : launch.stop], yf[launch.start : launch.stop], launch.grid, stream)\n",
-       "kernel(xf[launch.start : launch.stop], yf[launch.start : launch.stop], launch.grid, stream)\n"
-       "            continue  # error not taken\n", "first_launch_fails"),
+       _D, "        kernel(xf[launch.start : launch.stop], yf[launch.start : launch.stop], launch.grid, stream)\n",
+       "        kernel(xf[launch.start : launch.stop], yf[launch.start : launch.stop], launch.grid, stream)\n"
+       "        continue  # error not taken\n", "first_launch_fails"),
     _m("launch-error-unraised", "dispatcher: a taken launch error not raised",
        _D, "if error:\n        _launch_failed(error, entry.plan.rung", "if False:\n        _launch_failed(error, entry.plan.rung",
        "layer_failed_launch"),

@@ -251,13 +251,6 @@ def _on_device(device: int, current: bool, fn, *args):
         return fn(*args)
 
 
-def _launch_on(info, launch, *args):
-    """launch(*args, info.stream) with info's device current, restored after
-    (relu()'s hot path, for a tensor on another device)."""
-    with _hip.on_device(info.index):
-        launch(*args, info.stream)
-
-
 def _canary_failed(key) -> str:
     rung, dtype, vec, device = key
     return f"canary failed {rung}/{dtype}/x{vec} on device {device}"
@@ -279,16 +272,7 @@ def _run_canary(kernel, key, stream, current: bool):
         if why:
             return why
         p = plan.plan(r, dtype, c.n, x.data_ptr(), y.data_ptr())
-
-        def launch_all():
-            error = 0
-            for launch in p.launches:
-                kernel(x[launch.start:launch.stop], y[launch.start:launch.stop], launch.grid, stream)
-                failed = _take_error()  # after every launch, even after a failure: none left behind
-                error = error or failed
-            return error
-
-        error = _on_device(device, current, launch_all)
+        error = _on_device(device, current, _launch_chunks, kernel, x, y, p.launches, stream)
         if error:
             return f"its launch failed with HIP error {error}"
         return c.judge()
@@ -367,6 +351,18 @@ def _launch_failed(error, rung_name, dtype, numel):
     )
 
 
+def _launch_chunks(kernel, xf, yf, launches, stream) -> int:
+    """FlyDSL's public call on each chunk of the 1-D views xf, yf; the first
+    HIP error, 0 if none. Every launch's error is taken, even after a failure,
+    so none is left behind for the next call. (First launches and canaries.)"""
+    error = 0
+    for launch in launches:
+        kernel(xf[launch.start : launch.stop], yf[launch.start : launch.stop], launch.grid, stream)
+        failed = _take_error()
+        error = error or failed
+    return error
+
+
 def _launch(entry: _Entry, x, out, stream):
     direct = entry.direct
     if direct:
@@ -378,18 +374,12 @@ def _launch(entry: _Entry, x, out, stream):
             failed = _take_error()  # after every launch, even after a failure: none left for the next call
             error = error or failed
     else:
-        # A kernel's first launches: FlyDSL's public call, on 1-D views of each chunk.
-        kernel = entry.kernel
-        xf, yf = x.view(-1), out.view(-1)
-        error = 0
-        for launch in entry.plan.launches:
-            kernel(xf[launch.start : launch.stop], yf[launch.start : launch.stop], launch.grid, stream)
-            failed = _take_error()
-            error = error or failed
+        # A kernel's first launches: FlyDSL's public call.
+        error = _launch_chunks(entry.kernel, x.view(-1), out.view(-1), entry.plan.launches, stream)
         if direct is None and not error:
             p = entry.plan
             _loaded.add((p.rung, p.dtype, p.vec, entry.device))
-            entry.direct = cache.direct_launch(kernel) or False
+            entry.direct = cache.direct_launch(entry.kernel) or False
     if error:
         _launch_failed(error, entry.plan.rung, entry.plan.dtype, x.numel())
     next(entry.count)

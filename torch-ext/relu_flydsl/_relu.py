@@ -232,7 +232,7 @@ def relu(x: torch.Tensor, out: Optional[torch.Tensor] = None, *, rung: Optional[
                     if dev.current:
                         entry.direct.launch(xp, yp, numel, entry.grid, dev.stream)  # any rank: the kernel sees 1-D
                     else:  # FlyDSL launches on the current device: switch there and back
-                        d._launch_on(dev, entry.direct.launch, xp, yp, numel, entry.grid)
+                        d._on_device(dev.index, False, entry.direct.launch, xp, yp, numel, entry.grid, dev.stream)
                     error = d._take_error()  # after every launch
                     if error:
                         d._launch_failed(error, entry.plan.rung, entry.plan.dtype, numel)
