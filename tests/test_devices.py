@@ -49,10 +49,13 @@ def _checked(dev, device, dtype, n, seed, rung=None):
 def test_tensor_on_device_1_while_device_0_is_current(two, dtype):
     relu_flydsl, dispatch, cache = _pkg()
     loads = two.counts()["load"]
+    name = str(dtype)[6:]
+    # compiled kernels (and their modules) outlive a test: expect a load only if
+    # no earlier test of this process made device 1's kernel for this dtype
+    fresh = not any(k[0] == "v5" and k[1] == name and k[-1] == 1 for k in cache._compiled)
     for seed in (1, 2):  # the second call takes relu()'s hot path
         x, out = _checked(two, 1, dtype, 4096, seed)
         assert two.get_device() == 0, "the current device must be unchanged"
-    name = str(dtype)[6:]
     assert relu_flydsl.dispatch_stats() == {f"flydsl/v5/{name}": 2}
     mine = [r for r in two.launches]
     assert len(mine) == 2 and all(r.device == 1 and r.stream == two.stream[1] for r in mine), mine
@@ -64,7 +67,7 @@ def test_tensor_on_device_1_while_device_0_is_current(two, dtype):
     from relu_flydsl.flash_relu_rocm.registry import RUNGS
 
     k1 = cache.compiled(RUNGS["v5"], name, vec, 1)
-    assert two.counts()["load"] >= loads + (1 if k1 is not None else 0)
+    assert two.counts()["load"] >= loads + (1 if fresh else 0)
     _checked(two, 0, dtype, 4096, 3)  # device 0 now: its own kernel, its own canary
     k0 = cache.compiled(RUNGS["v5"], name, vec, 0)
     assert k0 is not k1 and k0._keepalive is not k1._keepalive
