@@ -4,8 +4,7 @@ report and the benchmarks alike. Importing this file does not import flydsl."""
 from dataclasses import dataclass
 import importlib
 
-DTYPES = ("float32", "float16", "bfloat16")
-ELEMENT_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+from .dtypes import DTYPES, ELEMENT_BYTES  # the one dtype table (dtypes.py)
 VECTOR_BYTES = 16  # one 128-bit copy atom per thread
 
 

@@ -493,3 +493,54 @@ def test_v3_unroll_machinery_is_exact(vgpu, dtype, n):
     S.assert_written_once(vgpu, out)
     S.assert_guards(obuf, out)
     S.assert_guards(xbuf, x)
+
+
+# ---- lazy negation / conjugation views ---------------------------------------
+# A neg-bit view (torch._neg_view, or x.conj().imag of a complex tensor) reads
+# as -memory: a kernel on the raw memory would return relu(-x). Such views take
+# the torch fallback, which resolves the bit; torch.relu's values are expected.
+def _neg_cases(dev, dtype, n=1023):
+    bits = S.make_bits("mixed", n, dtype, 7)
+    x, _ = S.guarded_input(dev, bits, dtype)
+    return x
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("where", ["x", "out", "both"])
+@pytest.mark.parametrize("warm", [False, True], ids=["first-call", "hot-path"])
+def test_neg_bit_views_give_torch_values(vgpu, dtype, where, warm):
+    relu_flydsl, dispatch, _, _ = _pkg()
+    x = _neg_cases(vgpu, dtype)
+    out, _ = vgpu.guarded(x.shape, dtype, name="out")
+    if warm:  # a cached launch entry for this size and alignment exists first
+        relu_flydsl.relu(x, out=out)
+    dispatch.reset_dispatch_stats()
+    before = len(vgpu.launches)
+    xv = torch._neg_view(x) if where in ("x", "both") else x
+    ov = torch._neg_view(out) if where in ("out", "both") else out
+    expect = torch.relu(xv.clone())  # the logical values of the view, resolved
+    assert relu_flydsl.relu(xv, out=ov) is ov
+    got = ov.resolve_neg()
+    nan = expect.isnan()
+    # torch's values; NaN stays NaN (writing through a neg-bit view is a float
+    # negation in torch, which may quiet a signalling NaN: torch's payload rule)
+    assert torch.equal(got.isnan(), nan)
+    assert (S.tensor_bits(got[~nan]) == S.tensor_bits(expect[~nan])).all()
+    assert vgpu.launches[before:] == [], "no kernel may run on a neg-bit view's raw memory"
+    assert relu_flydsl.dispatch_stats() == {"fallback/neg/conj-bit view": 1}
+
+
+def test_neg_bit_view_without_out_and_from_conj(vgpu):
+    relu_flydsl, dispatch, _, _ = _pkg()
+    a = torch.tensor([-1.0, 2.0, -3.0, 4.0])
+    vgpu.register(a, name="a")
+    got = relu_flydsl.relu(torch._neg_view(a))
+    assert got.tolist() == [1.0, 0.0, 3.0, 0.0]
+    # ordinary code reaches a neg-bit view: the imaginary part of a conjugate
+    c = torch.complex(torch.tensor([1.0, 1.0, 1.0]), torch.tensor([-2.0, 0.5, 3.0]))
+    imag = c.conj().imag
+    assert imag.is_neg()
+    vgpu.register(c, name="c")
+    assert relu_flydsl.relu(imag).tolist() == torch.relu(imag).tolist() == [2.0, 0.0, 0.0]
+    # (the imaginary part is strided too: the first reason found is recorded)
+    assert relu_flydsl.dispatch_stats() == {"fallback/neg/conj-bit view": 1, "fallback/non-contiguous": 1}

@@ -173,6 +173,10 @@ def fallback_reason(x: torch.Tensor, out: torch.Tensor, info: Optional[DeviceInf
         return f"dtype {str(x.dtype).removeprefix('torch.')}"
     if not (x.is_contiguous() and out.is_contiguous()):
         return "non-contiguous"
+    if x.is_neg() or out.is_neg() or x.is_conj() or out.is_conj():
+        # A lazy negation/conjugation view (torch._neg_view, x.conj().imag):
+        # its memory holds the other sign, so a raw-memory kernel would be wrong.
+        return "neg/conj-bit view"
     return None
 
 

@@ -211,6 +211,8 @@ def relu(x: torch.Tensor, out: Optional[torch.Tensor] = None, *, rung: Optional[
             and not out.requires_grad
             and x.is_contiguous()
             and out.is_contiguous()
+            and not x.is_neg()  # a neg-bit view's memory holds -x (conj bits: complex, never here)
+            and not out.is_neg()
             and x.shape == out.shape
             and x.device == out.device
         ):
