@@ -3,8 +3,9 @@
     relu-build/
       build/torch-rocm/   the variant: torch-ext/relu_flydsl/** flat, with
                           flash_relu_rocm/ copied in (relative imports only),
-                          LICENSE, _ops.py stamped with a unique id,
-                          metadata.json + digest
+                          code_objects/ (gfx950 .co files + manifest.json,
+                          rebuilt first when stale), LICENSE, _ops.py stamped
+                          with a unique id, metadata.json + digest
       benchmarks/         benchmark.py (kernels benchmark workloads)
       README.md           the card (CARD.md.j2 rendered with jinja2)
       LICENSE             Apache-2.0
@@ -27,6 +28,9 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from flash_relu_rocm import build as objects  # noqa: E402  (rungs -> code objects)
+
 PACKAGE = ROOT / "torch-ext" / "relu_flydsl"
 VARIANT = "torch-rocm"
 LICENSE = ROOT / "LICENSE"
@@ -65,8 +69,9 @@ def public_api(variant: Path) -> list:
 
 
 def supported_dtypes(variant: Path) -> list:
-    """DTYPES of flash_relu_rocm/registry.py (loaded standalone: it imports no torch/flydsl)."""
-    return sorted(_load_by_path("_relu_flydsl_registry", variant / "flash_relu_rocm" / "registry.py").DTYPES)
+    """DTYPES of the variant's flash_relu_rocm/dtypes.py, the one dtype table
+    (loaded standalone: it imports no torch/flydsl)."""
+    return sorted(_load_by_path("_relu_flydsl_dtypes", variant / "flash_relu_rocm" / "dtypes.py").DTYPES)
 
 
 def _copy_package(dst: Path):
@@ -135,6 +140,9 @@ def card_variables(config: dict, variant: Path) -> dict:
 
 def build(out: Path) -> dict:
     config = read_build_toml()
+    rebuilt = objects.ensure_objects(objects.OBJECTS_DIR)
+    if rebuilt is not None:
+        print(f"rebuilt the code objects ({rebuilt})")
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     variant = tmp / "build" / VARIANT
