@@ -4,6 +4,9 @@ HfApi.upload_folder / upload_file against an HfApi whose network calls are
 replaced by a recorder (no network)."""
 
 import copy
+import functools
+import shlex
+import subprocess
 import re
 import sys
 import types
@@ -269,3 +272,90 @@ def test_rerecording_a_version_updates_its_digest_line(tmp_path):
     assert not release.write_changelog(release.changelog_entry(m1b, None, None, "2026-01-02"), 1, path)
     text = path.read_text()
     assert "digest sha256:b" in text and "digest sha256:a" not in text and "- first" in text
+
+
+# ---- documented command forms -------------------------------------------------
+KERNELS_CLI = ROOT / ".venv" / "bin" / "kernels"
+HF_CLI = ROOT / ".venv" / "bin" / "hf"
+
+
+def documented_commands(text: str) -> list:
+    """Every `kernels ...` / `hf ...` command line in a Markdown text: inline code
+    spans and fenced code blocks, environment assignments and shell comments
+    stripped, line breaks inside a span joined."""
+    spans = re.findall(r"```[a-z]*\n(.*?)```", text, flags=re.S)
+    blocks = [line for span in spans for line in span.splitlines()]
+    rest = re.sub(r"```.*?```", "", text, flags=re.S)
+    inline = [" ".join(span.split()) for span in re.findall(r"`([^`]+)`", rest)]
+    commands = []
+    for line in blocks + inline:
+        line = line.split(" #")[0].strip()
+        words = shlex.split(line) if line else []
+        while words and re.fullmatch(r"[A-Z_]+=\S*", words[0]):
+            words = words[1:]
+        if len(words) >= 2 and words[0] in ("kernels", "hf") and re.fullmatch(r"[a-z-]+", words[1]):
+            commands.append(words)
+    return commands
+
+
+@functools.cache
+def _help(cli: Path, *words) -> str:
+    r = subprocess.run([str(cli), *words, "--help"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def _check_form(words: list) -> list:
+    """Problems of one command against the installed CLI's --help."""
+    tool, sub, args = words[0], words[1], words[2:]
+    cli = KERNELS_CLI if tool == "kernels" else HF_CLI
+    if not re.search(rf"\b{re.escape(sub)}\b", _help(cli)):
+        return [f"{' '.join(words)}: no subcommand {sub!r} in `{tool} --help`"]
+    text = _help(cli, sub)
+    problems = [f"{' '.join(words)}: option {a.split('=')[0]} not in `{tool} {sub} --help`"
+                for a in args if a.startswith("--") and not re.search(rf"{re.escape(a.split('=')[0])}\b", text)]
+    if tool == "kernels":  # argparse: the positional arguments it declares, [optional] ones in its usage
+        usage = text.split("\n\n")[0]
+        section = text.split("positional arguments:")[1].split("options:")[0] if "positional arguments:" in text else ""
+        declared = [line.split()[0] for line in section.splitlines() if re.match(r"^  \S", line)]
+        optional = [name for name in declared if f"[{name}]" in usage]
+        takes_value = set(re.findall(r"(--[a-z-]+) [A-Z_]+", text))
+        values, skip = 0, False
+        for a in args:
+            if skip:
+                skip = False
+            elif a.startswith("--"):
+                skip = "=" not in a and a in takes_value
+            else:
+                values += 1
+        if not len(declared) - len(optional) <= values <= len(declared):
+            problems.append(f"{' '.join(words)}: {values} positional arguments, `kernels {sub}` takes {declared}")
+    return problems
+
+
+def _forms(built_card: str) -> list:
+    docs = (ROOT / "docs" / "releases.md").read_text()
+    return documented_commands(docs) + documented_commands(built_card)
+
+
+def test_documented_kernels_commands_match_the_installed_cli(built):
+    out, _ = built
+    forms = _forms((out / "README.md").read_text())
+    subs = {(w[0], w[1]) for w in forms}
+    # The forms the release docs must give: lock/download, signature, benchmark, the branch download.
+    assert {("kernels", "lock"), ("kernels", "download"), ("kernels", "verify-signature"),
+            ("kernels", "benchmark"), ("hf", "download")} <= subs, subs
+    problems = [p for words in forms for p in _check_form(words)]
+    assert problems == []
+
+
+@pytest.mark.parametrize("form, words", [
+    ("kernels upload org/relu-flydsl", "no subcommand 'upload'"),
+    ("kernels benchmark org/relu-flydsl --revision v2", "option --revision"),
+    ("kernels verify-signature org/relu-flydsl", "1 positional arguments"),
+    ("kernels lock", "0 positional arguments"),
+    ("hf download org/relu-flydsl --kind kernel", "option --kind"),
+])
+def test_a_wrong_command_form_is_caught(form, words):
+    problems = _check_form(shlex.split(form))
+    assert problems and words in problems[0], problems
