@@ -82,7 +82,8 @@ class Mutant:
     what: str
     edits: tuple
     uses: tuple              # regexes (re.search) of the mnemonics it breaks: selects the kernels to run
-    judge: str = "kernels"   # "kernels": run_case over those kernels; "descriptor": the descriptor cases
+    judge: str = "kernels"   # "kernels": run_case over those kernels; "descriptor": the descriptor cases;
+    #                          "int8": the int8 relu forms of tests/int8_candidates.py that use the mnemonics
 
 
 # ---- edits by meaning
@@ -238,6 +239,35 @@ KERNEL_MUTANTS = (
            (Handlers("v_lshlrev_b64(_e32|_e64)?", swapped_sources),), ("v_lshlrev_b64",)),
 )
 
+INT8_MUTANTS = (
+    Mutant("bitop3-index-reversed", "v_bitop3_b32 reads its truth table with S2 as the high index bit",
+           (Hook("vector", "bitop3_bits", lambda f: lambda table, a, b, s: f(table, s, b, a)),), ("v_bitop3_b32",),
+           judge="int8"),
+    Mutant("bitop3-operands", "v_bitop3_b32 takes S1 as S0 and S0 as S1",
+           (Handlers("v_bitop3_b32(_e64)?", swapped_sources),), ("v_bitop3_b32",), judge="int8"),
+    Mutant("max-i16-unsigned", "v_max_i16 compares its 16-bit sources unsigned",
+           (Entry("vector", "INT16_OPS", "v_max_i16",
+                  lambda f: lambda a, b: np.maximum(a.astype(np.int64) & 0xFFFF, b.astype(np.int64) & 0xFFFF)),),
+           ("v_max_i16",), judge="int8"),
+    Mutant("ashrrev-i16-logical", "v_ashrrev_i16 shifts in zeros (a logical shift)",
+           (Entry("vector", "INT16_OPS", "v_ashrrev_i16",
+                  lambda f: lambda a, b: (b.astype(np.int64) & 0xFFFF) >> (a.astype(np.int64) & 15)),),
+           ("v_ashrrev_i16",), judge="int8"),
+    Mutant("sdwa-sext-ignored", "SDWA sources zero-extended even with sext()",
+           (Hook("vector", "sdwa_select", lambda f: lambda x, sel, sext: f(x, sel, False)),), ("v_max_i16_sdwa",),
+           judge="int8"),
+    Mutant("sdwa-byte1-at-byte0", "SDWA dst_sel:BYTE_1 writes byte 0",
+           (Hook("vector", "sdwa_dst", lambda f: lambda r, sel, unused, old: f(
+               r, "BYTE_0" if sel == "BYTE_1" else sel, unused, old)),), ("v_max_i16_sdwa",), judge="int8"),
+    Mutant("sdwa-pad-as-preserve", "SDWA dst_unused:UNUSED_PAD keeps the destination's other bits",
+           (Hook("vector", "sdwa_dst", lambda f: lambda r, sel, unused, old: f(
+               r, sel, "UNUSED_PRESERVE" if unused == "UNUSED_PAD" else unused, old)),), ("v_or_b32_sdwa",),
+           judge="int8"),
+    Mutant("perm-sign-of-even-bytes", "v_perm_b32 selectors 8..11 take the sign of bytes 0, 2, 4, 6",
+           (Hook("vector", "PERM_SIGN_BITS", lambda bits: tuple(b - 8 for b in bits)),), ("v_perm_b32",),
+           judge="int8"),
+)
+
 _CHECKED_WORD3 = [f[0] for f in memory_ops.WORD3_FIELDS if f[3] is not None]
 DESCRIPTOR_MUTANTS = tuple(
     Mutant(f"word3-{field.split('/')[0].lower().replace('_', '-')}-{end}",
@@ -245,7 +275,7 @@ DESCRIPTOR_MUTANTS = tuple(
            (Hook("memory_ops", "WORD3_FIELDS", narrowed(field, end)),), ("^buffer_",), judge="descriptor")
     for field in _CHECKED_WORD3
     for end in (("top", "bottom") if dict((f[0], f[2]) for f in memory_ops.WORD3_FIELDS)[field] > 1 else ("top",)))
-MUTANTS = KERNEL_MUTANTS + DESCRIPTOR_MUTANTS
+MUTANTS = KERNEL_MUTANTS + DESCRIPTOR_MUTANTS + INT8_MUTANTS
 CONTROL = Mutant("unmutated", "the emulator without a change", (), ("",))
 
 _results = {}  # mutant name -> (killing case id or None, cases run, first problem)
@@ -269,9 +299,34 @@ def _descriptor_verdicts():
     return buffer_resource_spec.disagreements(check, DescriptorError)
 
 
+def _int8_forms_using(dev, mutant):
+    import int8_candidates as C
+
+    return [form for form in C.FORMS
+            if any(any(re.search(u, ln.mnemonic) for u in mutant.uses) for ln in C.loaded(dev, form).lines)]
+
+
+INT8_CASES = ((16, "special", 1), (4096 + 48, "mixed", 2))
+
+
 def _run(dev, monkeypatch, mutant):
     import relu_flydsl
 
+    if mutant.judge == "int8":
+        import int8_candidates as C
+
+        forms = _int8_forms_using(dev, mutant)
+        assert forms, f"{mutant.name}: no int8 form uses {mutant.uses}"
+        _install(mutant, dev, monkeypatch)
+        dev.errors_expected = True
+        cases = 0
+        for form in forms:
+            for n, values, seed in INT8_CASES:
+                cases += 1
+                problems = C.run(dev, form, n, seed, values)
+                if problems:
+                    return f"{form}-{n}-{values}", cases, problems[0]
+        return None, cases, None
     kernels = _kernels_using(dev, mutant)
     assert kernels, f"{mutant.name}: no shipped kernel uses {mutant.uses}"
     _install(mutant, dev, monkeypatch)
@@ -300,6 +355,8 @@ def test_unmutated_emulator_passes_every_case(vgpu, monkeypatch):
     assert cases == 3 * len(S.planner_kernels())
     assert killer is None, f"the unchanged emulator failed {killer}: {problem}"
     assert _descriptor_verdicts() == []
+    killer, cases, problem = _run(vgpu, monkeypatch, dataclasses.replace(CONTROL, judge="int8"))
+    assert cases == 3 * len(INT8_CASES) and killer is None, f"the unchanged emulator failed {killer}: {problem}"
 
 
 def test_mutant_names_are_unique():

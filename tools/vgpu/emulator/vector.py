@@ -2,7 +2,10 @@
 
 Each VALU mnemonic is entered in the table with its encodings (`_e32`, `_e64`
 and the bare name); SDWA only where the handler reads the SDWA modifiers.
-VALU results are written to EXEC lanes only."""
+VALU results are written to EXEC lanes only. 16-bit operations work on bits
+[15:0] of their sources and zero bits [31:16] of the result (GFX9 behaviour:
+LLVM's GCNSubtarget::zeroesHigh16BitsOfDest lists V_ASHRREV_I16 and V_MAX_I16,
+e32 and e64, as zeroing on GFX9, the generation gfx950 belongs to)."""
 
 import numpy as np
 
@@ -25,6 +28,9 @@ def vop(nsrc, fn, width=32, srcw=None, f16=False):
     return f
 
 
+PERM_SIGN_BITS = (15, 31, 47, 63)  # selectors 8..11: the sign bits of bytes 1, 3, 5, 7 of {S0, S1}
+
+
 def perm_bytes(s0, s1, sel):
     """v_perm_b32: bytes of {S0, S1} (S1 is bytes 0..3) chosen by the four selector bytes."""
     s0, s1, sel = np.broadcast_arrays(s0.astype(U64), s1.astype(U64), sel.astype(U32))
@@ -32,7 +38,7 @@ def perm_bytes(s0, s1, sel):
     out = np.zeros(s0.shape, dtype=U32)
     byte = ((both[..., None] >> (8 * np.arange(8, dtype=U64))) & U64(0xFF)).astype(U32)  # [.., 8]
     # 8..11: sign of bytes 1, 3, 5, 7 replicated; 12: 0x00; 13..15 (and above): 0xFF
-    signs = [((both >> U64(s)) & U64(1)).astype(U32) * U32(0xFF) for s in (15, 31, 47, 63)]
+    signs = [((both >> U64(s)) & U64(1)).astype(U32) * U32(0xFF) for s in PERM_SIGN_BITS]
     for k in range(4):
         b = ((sel >> U32(8 * k)) & U32(0xFF)).astype(I64)
         picked = np.take_along_axis(byte, np.minimum(b, 7)[..., None], axis=-1)[..., 0]
@@ -69,6 +75,48 @@ VOP = {  # mnemonic: (sources, result, result width, source widths)
     "v_lshl_add_u64": (3, lambda a, b, s: (a << (b & U64(7))) + s, 64, (64, 64, 64)),
     "v_perm_b32": (3, lambda a, b, s: perm_bytes(a, b, s)),
 }
+
+
+def bitop3_bits(table, s0, s1, s2):
+    """v_bitop3_b32: each result bit is bit (S0 << 2 | S1 << 1 | S2) of the 8-bit
+    truth table (LLVM AMDGPUGlobalISelUtils.h BitOp3_Op: S0, S1, S2 are the
+    columns 0xf0, 0xcc, 0xaa)."""
+    s0, s1, s2 = np.broadcast_arrays(s0.astype(U32), s1.astype(U32), s2.astype(U32))
+    out = np.zeros(s0.shape, dtype=U32)
+    for k in range(8):
+        if (table >> k) & 1:
+            out |= (s0 if k & 4 else ~s0) & (s1 if k & 2 else ~s1) & (s2 if k & 1 else ~s2)
+    return out
+
+
+def v_bitop3_b32(c):
+    check_nops(c, 4)
+    no_mods(c, ("bitop3",))
+    d, a, b, s = c.ins.ops
+    table = c.ins.mods.get("bitop3", 0)  # LLVM prints no bitop3: for table 0
+    if not 0 <= table <= 0xFF:
+        raise Unsupported(f"bitop3 table {table} in {c.ins.text}")
+    c.vset(d, bitop3_bits(table, c.vget(a), c.vget(b), c.vget(s)))
+
+
+# ---- 16-bit integer operations: sources' bits [15:0], result zero-extended
+def sext16(x):
+    return ((x.astype(I64) & 0xFFFF) ^ 0x8000) - 0x8000
+
+
+INT16_OPS = {  # D.i16 = op(S0, S1); looked up when the instruction runs
+    "v_ashrrev_i16": lambda a, b: sext16(b) >> (a.astype(I64) & 15),   # S1.i16 >> S0[3:0]
+    "v_max_i16": lambda a, b: np.maximum(sext16(a), sext16(b)),
+}
+
+
+def vop16(name):
+    def f(c):
+        check_nops(c, 3)
+        no_mods(c)
+        d, a, b = c.ins.ops
+        c.vset(d, (INT16_OPS[name](c.vget(a), c.vget(b)) & 0xFFFF).astype(U32))
+    return f
 
 
 # ---- compares
@@ -181,6 +229,26 @@ def sdwa_mods(c):
     return out
 
 
+def sdwa_vop2(op, bits):
+    """A VOP2 operation in SDWA form: sources selected (and extended) by
+    src0_sel/src1_sel, the result (bits wide) placed by dst_sel/dst_unused."""
+    def f(c):
+        check_nops(c, 3)
+        d, a, b = c.ins.ops
+        dst_sel, dst_unused, s0, s1 = sdwa_mods(c)
+        r = op()(sdwa_select(c.vget(a), s0, a.sext), sdwa_select(c.vget(b), s1, b.sext))
+        if bits == 16:
+            r = r & 0xFFFF
+        c.vset(d, sdwa_dst(r, dst_sel, dst_unused, c.vreg(d.reg).astype(I64)))
+    return f
+
+
+SDWA_VOP2 = {  # mnemonic: (the operation, looked up when the instruction runs; result bits)
+    "v_max_i16_sdwa": (lambda: INT16_OPS["v_max_i16"], 16),
+    "v_or_b32_sdwa": (lambda: lambda a, b: a | b, 32),
+}
+
+
 # ---- v_cndmask_b32: D = mask ? S1 : S0
 def cndmask(encoding):
     def f(c):
@@ -209,6 +277,10 @@ def handlers():
         table.update({mn + e: h for e in ENCODINGS})
     for e in ENCODINGS + ("_sdwa",):
         table["v_cndmask_b32" + e] = cndmask(e)
+    for name in INT16_OPS:
+        table.update({name + e: vop16(name) for e in ENCODINGS})
+    table.update({mn: sdwa_vop2(*spec) for mn, spec in SDWA_VOP2.items()})
+    table.update({"v_bitop3_b32" + e: v_bitop3_b32 for e in ("", "_e64")})  # VOP3 only
     for types, conds in ((FLOAT_TYPES, FLOAT_COMPARES), (INT_TYPES, INT_COMPARES)):
         for ty in types:
             for cond in conds:
