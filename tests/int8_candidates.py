@@ -1,6 +1,6 @@
-"""Three 16 x int8 relu kernels (one 128-bit global access per thread, written
-like the v2 rung), one per instruction form LLVM can emit for `y = 0 if x < 0
-else x` on gfx950:
+"""Three int8 relu kernels (one global access of `vec` bytes per thread, written
+like the v2 rung; 16 x int8 = one 128-bit access), one per instruction form
+LLVM can emit for `y = 0 if x < 0 else x` on gfx950:
 
   smax      (x < 0).select(0, x) on <16 x i8>: LLVM emits v_max_i16_sdwa with
             byte selects, v_ashrrev_i16, v_or_b32_sdwa (39 VALU per dwordx4)
@@ -9,6 +9,9 @@ else x` on gfx950:
   perm      per dword w: the sign byte masks from v_perm_b32(w, w << 8,
             0x0B090A08) (selectors 8..11 replicate a byte's sign), y = w & ~mask:
             v_lshlrev_b32, v_perm_b32, v_bitop3_b32 (12 VALU)
+
+  (smax at 1 and 2 bytes: global_load_sbyte + v_max_i16_e32, global_load_ushort
+  + v_max_i16_sdwa; the other two forms need whole dwords: vec 4, 8, 16)
 
 They exist so the emulator's int8 instructions are exercised by compiled
 code before an int8 rung ships; imports flydsl (vgpu tests only)."""
@@ -20,12 +23,12 @@ import flydsl.expr as fx
 
 FORMS = ("smax", "signmask", "perm")
 MARKERS = {"smax": "v_max_i16_sdwa", "signmask": "v_bitop3_b32", "perm": "v_perm_b32"}
-VEC, BLOCK = 16, 256
+VEC, BLOCK = 16, 256  # the widest access; the block of every form
 PERM_SIGN_SELECTOR = 0x0B090A08  # bytes 0..3 <- sign of bytes 1, 5, 3, 7 of {w, w << 8} = sign of w's bytes 0..3
 
 
-def kernel_name(form):
-    return f"relu_int8cand_{form}_int8_x{VEC}_b{BLOCK}"
+def kernel_name(form, vec=VEC):
+    return f"relu_int8cand_{form}_int8_x{vec}_b{BLOCK}"
 
 
 def _relu(form, v):
@@ -39,29 +42,29 @@ def _relu(form, v):
     from flydsl.expr import rocdl
 
     sh = w << fx.full_like(w, 8)
-    words = [w[i] & ~fx.Uint32(rocdl.perm_b32(w[i], sh[i], fx.Uint32(PERM_SIGN_SELECTOR))) for i in range(4)]
+    words = [w[i] & ~fx.Uint32(rocdl.perm_b32(w[i], sh[i], fx.Uint32(PERM_SIGN_SELECTOR))) for i in range(w.numel)]
     return fx.Vector.from_elements(words, fx.Uint32).bitcast(fx.Int8)
 
 
 @functools.lru_cache(maxsize=None)
-def build(form):
-    """The @flyc.jit launcher (X, Y, grid, stream) of one form; numel must be a multiple of 16."""
-    assert form in FORMS, form
+def build(form, vec=VEC):
+    """The @flyc.jit launcher (X, Y, grid, stream) of one form; numel must be a multiple of vec."""
+    assert form in FORMS and (form == "smax" or vec % 4 == 0), (form, vec)
 
-    @flyc.kernel(name=kernel_name(form))
+    @flyc.kernel(name=kernel_name(form, vec))
     def relu_int8(X: fx.Tensor, Y: fx.Tensor):
         bid = fx.block_idx.x
         tid = fx.thread_idx.x
         numel = X.shape.unpack()
         in_bounds = fx.make_rmem_tensor(1, fx.Boolean)
-        in_bounds[0] = (bid * BLOCK + tid) * VEC < numel
-        tile = fx.make_layout(BLOCK * VEC, 1)
-        one = fx.make_layout(VEC, 1)
+        in_bounds[0] = (bid * BLOCK + tid) * vec < numel
+        tile = fx.make_layout(BLOCK * vec, 1)
+        one = fx.make_layout(vec, 1)
         eX = fx.logical_divide(fx.slice(fx.logical_divide(X, tile), (None, bid)), one)
         eY = fx.logical_divide(fx.slice(fx.logical_divide(Y, tile), (None, bid)), one)
-        atom = fx.make_copy_atom(fx.UniversalCopy(VEC * 8), fx.Int8)
-        rX = fx.make_rmem_tensor(VEC, fx.Int8)
-        rY = fx.make_rmem_tensor(VEC, fx.Int8)
+        atom = fx.make_copy_atom(fx.UniversalCopy(vec * 8), fx.Int8)
+        rX = fx.make_rmem_tensor(vec, fx.Int8)
+        rY = fx.make_rmem_tensor(vec, fx.Int8)
         fx.copy_atom_call(atom, fx.slice(eX, (None, tid)), rX, pred=in_bounds)
         fx.memref_store_vec(_relu(form, fx.memref_load_vec(rX)), rY)
         fx.copy_atom_call(atom, rY, fx.slice(eY, (None, tid)), pred=in_bounds)
@@ -76,7 +79,7 @@ def build(form):
 SPECIAL = (-128, -1, 0, 1, 127, -127, 126, -2, 2, 64, -64)
 
 
-def run(dev, form, n, seed=0, values="mixed"):
+def run(dev, form, n, seed=0, values="mixed", vec=VEC):
     """Launch one form over n int8 elements inside guards; return the problems
     found (device errors or violations, bits, guards, written once, input)."""
     import numpy as np
@@ -84,7 +87,7 @@ def run(dev, form, n, seed=0, values="mixed"):
 
     import vgpu_support as S
 
-    assert n % VEC == 0
+    assert n % vec == 0
     rng = np.random.default_rng(seed)
     xs = rng.integers(-128, 128, n, dtype=np.int16).astype(np.int8)
     if values in ("special", "mixed"):
@@ -95,7 +98,7 @@ def run(dev, form, n, seed=0, values="mixed"):
     y, ybuf = dev.guarded((n,), torch.int8, name="out")
     problems = []
     try:
-        build(form)(x, y, -(-n // (BLOCK * VEC)), 0)
+        build(form, vec)(x, y, -(-n // (BLOCK * vec)), 0)
         if dev.errors:
             problems.append(f"device: {type(dev.errors[0]).__name__}: {str(dev.errors[0])[:300]}")
         if dev.memory.violations:
@@ -119,15 +122,15 @@ def run(dev, form, n, seed=0, values="mixed"):
     return problems
 
 
-def loaded(dev, form):
+def loaded(dev, form, vec=VEC):
     """The form's codeobj.Kernel as the virtual device received it (one launch loads it)."""
     def find():
         for co in dev.modules.values():
             for k in co.kernels.values():
-                if k.name == kernel_name(form):
+                if k.name == kernel_name(form, vec):
                     return k
         return None
 
     if find() is None:
-        assert run(dev, form, VEC) == [], f"{form}: first launch failed"
+        assert run(dev, form, vec, vec=vec) == [], f"{form} x{vec}: first launch failed"
     return find()

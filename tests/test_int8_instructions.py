@@ -113,15 +113,19 @@ def test_perm_sign_selectors():
 
 
 # ---- the compiled forms on the virtual gfx950 --------------------------------
+FORMS = [("smax", 16, "v_max_i16_sdwa"), ("signmask", 16, "v_bitop3_b32"), ("perm", 16, "v_perm_b32"),
+         ("smax", 1, "v_max_i16_e32"), ("smax", 2, "v_ashrrev_i16_e32")]
+
+
 @pytest.mark.vgpu
-@pytest.mark.parametrize("form", ["smax", "signmask", "perm"])
-def test_int8_relu_form_on_the_virtual_device(vgpu, form):
+@pytest.mark.parametrize("form,vec,marker", FORMS, ids=[f"{f}-x{v}" for f, v, _ in FORMS])
+def test_int8_relu_form_on_the_virtual_device(vgpu, form, vec, marker):
     import int8_candidates as C
 
-    k = C.loaded(vgpu, form)
+    k = C.loaded(vgpu, form, vec)
     mnemonics = {ln.mnemonic for ln in k.lines}
-    assert C.MARKERS[form] in mnemonics, sorted(mnemonics)
+    assert marker in mnemonics, sorted(mnemonics)
     vgpu.errors_expected = True  # problems are collected per launch
-    for n, values, seed in ((16, "special", 1), (4096, "mixed", 2), (4096 + 256 * 16 + 48, "mixed", 3),
-                            (16 * 11, "special", 4)):
-        assert C.run(vgpu, form, n, seed, values) == [], (form, n, values)
+    for n, values, seed in ((vec, "special", 1), (4096, "mixed", 2), (4096 + 256 * vec + 3 * vec, "mixed", 3),
+                            (vec * 11, "special", 4)):
+        assert C.run(vgpu, form, n, seed, values, vec) == [], (form, vec, n, values)
