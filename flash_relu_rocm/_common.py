@@ -37,9 +37,9 @@ def relu_int8_dwords(x):
     """relu on int8 four bytes per 32-bit word: mask = each byte's sign spread
     over the byte (one shift + one v_perm_b32), y = w & ~mask (one v_bitop3).
     On gfx950 (LLVM 22) that is 12 VALU instructions per dwordx4, against 16
-    for the shift-and-multiply sign mask and 40 for `smax <16 x i8>` (what
-    compare/select and arith.maxsi both compile to: v_max_i16_sdwa per byte
-    plus repacking). The ISA report counts it per rung."""
+    for a shift-and-multiply sign mask (with quarter-rate v_mul_lo_u32) and 39
+    for `smax <16 x i8>`, which both arith.maxsi and compare/select compile
+    to (v_max_i16_sdwa per byte plus repacking): tools/isa_report.py --int8-forms."""
     words = x.bitcast(fx.Int32)
     out = []
     for i in range(words.numel):
