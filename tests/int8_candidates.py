@@ -13,8 +13,10 @@ LLVM can emit for `y = 0 if x < 0 else x` on gfx950:
   (smax at 1 and 2 bytes: global_load_sbyte + v_max_i16_e32, global_load_ushort
   + v_max_i16_sdwa; the other two forms need whole dwords: vec 4, 8, 16)
 
-They exist so the emulator's int8 instructions are exercised by compiled
-code before an int8 rung ships; imports flydsl (vgpu tests only)."""
+The rungs' own int8 kernels (`rung_kernels()`: the perm form from 4 bytes,
+v_max_i16 below) run through the same checks (`run(dev, ("rung", "v5"), ...)`).
+Together they exercise every int8 instruction the emulator has in compiled
+code; imports flydsl (vgpu tests only)."""
 
 import functools
 
@@ -79,8 +81,30 @@ def build(form, vec=VEC):
 SPECIAL = (-128, -1, 0, 1, 127, -127, 126, -2, 2, 64, -64)
 
 
+def rung_kernels():
+    """(rung, vec) of every int8 kernel the rungs build (vec: powers of two up to the rung's widest)."""
+    from relu_flydsl.flash_relu_rocm.registry import RUNGS
+
+    out = []
+    for rung in RUNGS.values():
+        vec = 1
+        while vec <= rung.max_vec("int8"):
+            out.append((rung.name, vec))
+            vec *= 2
+    return out
+
+
+def rung_launcher(rung, vec):
+    """The shipped int8 kernel of a rung (compiled like every ladder kernel) and its block."""
+    from relu_flydsl.flash_relu_rocm import cache, registry
+
+    r = registry.RUNGS[rung]
+    return cache.compiled(r, "int8", vec), r.block
+
+
 def run(dev, form, n, seed=0, values="mixed", vec=VEC):
-    """Launch one form over n int8 elements inside guards; return the problems
+    """Launch one form (a candidate name, or ("rung", name) for a shipped
+    rung's int8 kernel) over n int8 elements inside guards; return the problems
     found (device errors or violations, bits, guards, written once, input)."""
     import numpy as np
     import torch
@@ -98,7 +122,8 @@ def run(dev, form, n, seed=0, values="mixed", vec=VEC):
     y, ybuf = dev.guarded((n,), torch.int8, name="out")
     problems = []
     try:
-        build(form, vec)(x, y, -(-n // (BLOCK * vec)), 0)
+        fn, block = rung_launcher(form[1], vec) if isinstance(form, tuple) else (build(form, vec), BLOCK)
+        fn(x, y, -(-n // (block * vec)), 0)
         if dev.errors:
             problems.append(f"device: {type(dev.errors[0]).__name__}: {str(dev.errors[0])[:300]}")
         if dev.memory.violations:
@@ -127,7 +152,8 @@ def loaded(dev, form, vec=VEC):
     def find():
         for co in dev.modules.values():
             for k in co.kernels.values():
-                if k.name == kernel_name(form, vec):
+                if (k.name == kernel_name(form, vec) if not isinstance(form, tuple) else
+                        k.name.startswith(f"relu_{form[1]}_") and f"_int8_x{vec}_b" in k.name):
                     return k
         return None
 

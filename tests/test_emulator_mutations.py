@@ -300,13 +300,16 @@ def _descriptor_verdicts():
 
 
 def _int8_forms_using(dev, mutant):
+    """(form, vec) of the int8 kernels whose disassembly has a mnemonic the
+    mutant breaks: the rungs' own int8 kernels first, then the candidate forms."""
     import int8_candidates as C
 
-    return [form for form in C.FORMS
-            if any(any(re.search(u, ln.mnemonic) for u in mutant.uses) for ln in C.loaded(dev, form).lines)]
+    targets = [(("rung", r), v) for r, v in C.rung_kernels()] + [(f, C.VEC) for f in C.FORMS]
+    return [(form, vec) for form, vec in targets
+            if any(any(re.search(u, ln.mnemonic) for u in mutant.uses) for ln in C.loaded(dev, form, vec).lines)]
 
 
-INT8_CASES = ((16, "special", 1), (4096 + 48, "mixed", 2))
+INT8_CASES = ((1, "special", 1), (4096 + 48, "mixed", 2))  # sizes in vectors
 
 
 def _run(dev, monkeypatch, mutant):
@@ -320,12 +323,13 @@ def _run(dev, monkeypatch, mutant):
         _install(mutant, dev, monkeypatch)
         dev.errors_expected = True
         cases = 0
-        for form in forms:
+        for form, vec in forms:
             for n, values, seed in INT8_CASES:
                 cases += 1
-                problems = C.run(dev, form, n, seed, values)
+                problems = C.run(dev, form, n * vec, seed, values, vec)
                 if problems:
-                    return f"{form}-{n}-{values}", cases, problems[0]
+                    return f"{'-'.join(form) if isinstance(form, tuple) else form}-x{vec}-{n * vec}-{values}", \
+                        cases, problems[0]
         return None, cases, None
     kernels = _kernels_using(dev, mutant)
     assert kernels, f"{mutant.name}: no shipped kernel uses {mutant.uses}"
@@ -355,8 +359,11 @@ def test_unmutated_emulator_passes_every_case(vgpu, monkeypatch):
     assert cases == 3 * len(S.planner_kernels())
     assert killer is None, f"the unchanged emulator failed {killer}: {problem}"
     assert _descriptor_verdicts() == []
+    import int8_candidates as C
+
     killer, cases, problem = _run(vgpu, monkeypatch, dataclasses.replace(CONTROL, judge="int8"))
-    assert cases == 3 * len(INT8_CASES) and killer is None, f"the unchanged emulator failed {killer}: {problem}"
+    assert cases == (len(C.rung_kernels()) + len(C.FORMS)) * len(INT8_CASES), cases
+    assert killer is None, f"the unchanged emulator failed {killer}: {problem}"
 
 
 def test_mutant_names_are_unique():
