@@ -1,7 +1,7 @@
 """The ladder as data: one entry per rung, read by dispatch, tests, the ISA
 report and the benchmarks alike. Importing this file does not import flydsl."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 import importlib
 
 from .dtypes import ALL_DTYPES, ALL_ELEMENT_BYTES, DTYPES, ELEMENT_BYTES  # the one dtype table (dtypes.py)
@@ -20,7 +20,7 @@ class Rung:
     nt_store: bool     # non-temporal store
     # Vectors per thread: 1 in every shipped rung (the post's sweep rejected
     # unrolling). Only v3's builder takes more (v3_tuned.unrolled(n)).
-    unroll: int = field(default=1, repr=False)
+    unroll: int = 1
 
     def max_vec(self, dtype: str) -> int:
         """Widest vector in elements this rung may use for `dtype`."""

@@ -334,6 +334,13 @@ def specs(dtypes, rungs=None, all_vecs=True):
             for v in (vec_widths(RUNGS[r], d) if all_vecs else (RUNGS[r].max_vec(d),))]
 
 
+def collect(rungs=None, dtypes=DTYPES, all_vecs=False) -> list:
+    """KernelISA of each rung x dtype (the widest vector, or every width), in
+    registry order, from the shipped code objects (pending dtypes built)."""
+    isas = kernel_isas(dtypes)
+    return [isas[s] for s in specs(dtypes, rungs, all_vecs)]
+
+
 # ---------------------------------------------------------------- int8 forms
 def int8_forms() -> dict:
     """The candidate int8 relu forms, each as its own arithmetic on a 16 x i8
