@@ -121,7 +121,11 @@ def test_the_readme_has_runnable_blocks():
     assert len(RUNNABLE) >= 2, [(_id(b), b[2]) for b in BLOCKS]
 
 
-@pytest.mark.parametrize("block", [b for b in BLOCKS if b[1] in PARSE], ids=_id)
+DATA = [b for b in BLOCKS if b[1] in PARSE] or [
+    pytest.param(None, marks=pytest.mark.skip(reason="README.md has no toml or json block to parse"))]
+
+
+@pytest.mark.parametrize("block", DATA, ids=lambda b: _id(b) if b else "none")
 def test_data_block_parses(block):
     line, lang, _, code = block
     try:
