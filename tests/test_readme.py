@@ -215,3 +215,27 @@ def test_readme_block_runs(block, tmp_path, request):
             cmd = ["bash", "-euo", "pipefail", "-c", code]
     r = subprocess.run(cmd, cwd=cwd, env={**_env(cache), **extra}, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, f"{where} failed (exit {r.returncode}):\n{code}\n--- stdout\n{r.stdout[-3000:]}\n--- stderr\n{r.stderr[-3000:]}"
+
+
+def test_the_hardware_command_prints_each_skip_reason():
+    """The README's hardware-suite command, run here as printed: where the suite is skipped
+    (CPU, a CUDA GPU, a ROCm GPU that is not gfx950) its output names the reason in full,
+    not `SKIPPED (nee...)` nor a bare `351 skipped`."""
+    import shlex
+
+    commands = re.findall(r"`([^`]*pytest -m hardware[^`]*)`", README.read_text())
+    assert commands, "README.md documents no hardware-suite command (`... pytest -m hardware ...`)"
+    sys.path.insert(0, str(ROOT / "tests"))
+    import test_hardware
+
+    if test_hardware.DEVICE is not None:
+        pytest.skip("a gfx950 is present: the hardware suite runs here instead of being skipped")
+    for command in sorted(set(commands)):
+        argv = shlex.split(command)
+        assert argv[0] == ".venv/bin/python", command
+        r = subprocess.run([sys.executable, *argv[1:], "-p", "no:cacheprovider"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, f"`{command}` exited {r.returncode}:\n{r.stdout[-2000:]}{r.stderr[-1000:]}"
+        reason = f"needs a gfx950 GPU (MI350X/MI355X): {test_hardware.WHY}"
+        assert re.search(r"SKIPPED \[\d+\] tests/test_hardware\.py:\d+: " + re.escape(reason), r.stdout), (
+            f"`{command}` does not print why the hardware tests were skipped ({reason!r}):\n{r.stdout[-1500:]}")
