@@ -30,7 +30,7 @@ import torch
 
 import relu_flydsl
 from flash_relu_rocm.registry import RUNGS
-from reference import assert_relu_bits, bits, special_values
+from reference import assert_relu_bits, special_values
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import relu_semantics  # noqa: E402 - pure torch: the observation of torch.relu on a device

@@ -129,3 +129,15 @@ def test_setup_prints_each_step_with_its_elapsed_time(tmp_path, tty):
         assert "--progress-bar on" in pip and " -q" not in pip, pip  # pip shows its progress
     else:
         assert " -q" in pip and "not a terminal" in out, (pip, out)  # quiet, and says so
+
+
+def test_ci_runs_the_linter_configured_in_pyproject():
+    import tomllib
+
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert ci.index("bash main.sh") < ci.index(".venv/bin/ruff check .") < ci.index("bash test.sh")
+    pins = dict(line.split("==") for line in (ROOT / "requirements.txt").read_text().splitlines()
+                if "==" in line and not line.startswith("#"))
+    assert "ruff" in pins, "requirements.txt must pin ruff (.ci/run runs .venv/bin/ruff)"
+    lint = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["ruff"]["lint"]
+    assert {"E9", "F63", "F7", "F82", "F401"} <= set(lint["select"])
