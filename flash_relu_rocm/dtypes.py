@@ -1,6 +1,10 @@
-"""The dtypes the kernels serve, as one table: bytes, bit width, the integer
+"""The dtypes of the kernels, as one table: bytes, bit width, the integer
 view that reads their bits, and the special bit patterns every check uses
 (the canary, the harness, the semantics check, the tests).
+
+`DTYPES` is what relu() serves, and all that the build, the runtime and the
+checks iterate. `PENDING_DTYPES` have kernels and ISA checks but are not
+served yet (`ALL_DTYPES` = both); serving one is removing it from `PENDING`.
 
 Importing this file imports neither torch nor flydsl: names are strings
 (`getattr(torch, d.int_view)` gives the torch dtype).
@@ -16,7 +20,7 @@ class DType:
     int_view: str        # signed integer dtype of the same width, for bit views
     exp_all_ones: int    # exponent mask: magnitude bits above it are NaN (0 for integers)
     special: tuple       # special bit patterns, unsigned
-    floating: bool = True
+    floating: bool = True  # False: a two's-complement integer (x < 0 is the sign bit)
 
     @property
     def width(self) -> int:
@@ -28,8 +32,9 @@ def _table(*dtypes):
 
 
 # Special values on the bits (unsigned): NaNs with payloads (quiet, signalling,
-# both signs), +-inf, +-0.0, denormals, largest/smallest finite, +-1.
-TABLE = _table(
+# both signs), +-inf, +-0.0, denormals, largest/smallest finite, +-1; for
+# int8 the ends and the sign boundary: -128, -1, 0, 1, 127.
+ALL = _table(
     DType("float32", 4, "int32", 0x7F800000, (
         0x7FC00000, 0xFFC00000, 0x7F800001, 0xFF800001, 0x7FC12345, 0x7FA00001, 0xFFBFFFFF,
         0x7F800000, 0xFF800000, 0x00000000, 0x80000000, 0x00000001, 0x80000001, 0x007FFFFF,
@@ -40,17 +45,26 @@ TABLE = _table(
     DType("bfloat16", 2, "int16", 0x7F80, (
         0x7FC0, 0xFFC0, 0x7F81, 0xFF81, 0x7FC5, 0x7FA1, 0xFFBF, 0x7F80, 0xFF80, 0x0000, 0x8000,
         0x0001, 0x8001, 0x007F, 0x807F, 0x7F7F, 0xFF7F, 0x0080, 0x8080, 0x3F80, 0xBF80)),
+    DType("int8", 1, "int8", 0, (0x80, 0xFF, 0x00, 0x01, 0x7F), floating=False),
 )
 
+# Built and checked in their assembly, not served: relu() sends them to torch.
+PENDING = ("int8",)
+
+TABLE = {name: d for name, d in ALL.items() if name not in PENDING}  # the served ones
 DTYPES = tuple(TABLE)                                   # ("float32", "float16", "bfloat16")
+PENDING_DTYPES = tuple(name for name in ALL if name in PENDING)
+ALL_DTYPES = DTYPES + PENDING_DTYPES
 ELEMENT_BYTES = {name: d.bytes for name, d in TABLE.items()}
+ALL_ELEMENT_BYTES = {name: d.bytes for name, d in ALL.items()}
 
 
-def get(name: str) -> DType:
-    try:
-        return TABLE[name]
-    except KeyError:
+def get(name: str, pending: bool = False) -> DType:
+    """The served dtype `name` (or a pending one too, with pending=True)."""
+    d = ALL.get(name)
+    if d is None or (name in PENDING and not pending):
         raise ValueError(f"unsupported dtype {name!r}; the kernels serve {', '.join(DTYPES)}") from None
+    return d
 
 
 def signed(u: int, width: int) -> int:

@@ -1,21 +1,25 @@
 """v3 tuned: the block size from the reference sweep, plus the unroll machinery.
 
 With `unroll` > 1 each thread issues `unroll` independent vectors, all loads
-before any store, each under its own predicate bit. The post swept block size
-against unroll on bf16 8192x8192 (MI350X): unrolling lost bandwidth in every
-row, the block sizes 128..1024 tied within 1.3%, and the rung ships 128 threads
-at unroll 1: 6855 GB/s, 86% of peak, +0.9% over v2 (inside the noise).
+before any store, each under its own predicate bit. The reference post
+("Beating torch.relu with FlyDSL: A Hands-On Guide to Bandwidth-Bound
+Kernels") swept block size against unroll on bf16 8192x8192 (MI350X):
+unrolling lost bandwidth in every row, the block sizes 128..1024 tied within
+1.3%, and the rung ships 128 threads at unroll 1: 6855 GB/s, 86% of peak,
++0.9% over v2 (inside the noise). This file is the only place the unroll
+machinery lives; `unrolled(n)` gives the swept variant for its tests.
 Blocks above 256 threads need `known_block_size`, declared here.
 """
 
 import flydsl.compiler as flyc
 import flydsl.expr as fx
 
-from ._common import ELEMENT_TYPES, host_launcher, kernel_name, relu_select
+from ._common import ELEMENT_TYPES, host_launcher, kernel_name, relu_for
 
 
 def build(dtype: str, vec: int, block: int = 128, unroll: int = 1):
     elem = ELEMENT_TYPES[dtype]
+    relu = relu_for(dtype, vec)
 
     @flyc.kernel(name=kernel_name("v3_tuned", dtype, vec, block, unroll), known_block_size=[block, 1, 1])
     def relu_v3_tuned(X: fx.Tensor, Y: fx.Tensor):
@@ -39,9 +43,20 @@ def build(dtype: str, vec: int, block: int = 128, unroll: int = 1):
             pred[0] = in_bounds[u]
             fx.copy_atom_call(atom, fx.slice(eX, (None, u * block + tid)), rX[u], pred=pred)
         for u in fx.range_constexpr(unroll):
-            fx.memref_store_vec(relu_select(fx.memref_load_vec(rX[u])), rY[u])
+            fx.memref_store_vec(relu(fx.memref_load_vec(rX[u])), rY[u])
             pred = fx.make_rmem_tensor(1, fx.Boolean)
             pred[0] = in_bounds[u]
             fx.copy_atom_call(atom, rY[u], fx.slice(eY, (None, u * block + tid)), pred=pred)
 
     return host_launcher(relu_v3_tuned, block)
+
+
+def unrolled(unroll: int):
+    """The registry's v3 with `unroll` vectors per thread (what the sweep
+    rejected): a Rung that plans tiles of block * vec * unroll and builds
+    this file's unrolled kernel."""
+    import dataclasses
+
+    from .registry import RUNGS
+
+    return dataclasses.replace(RUNGS["v3"], unroll=unroll)

@@ -1,4 +1,4 @@
-"""The static s_nop hazard check (tools/vgpu/hazards.py, issue 13 item 4).
+"""The static s_nop hazard check (tools/vgpu/hazards.py).
 
 Each rule is shown firing below its wait-state threshold and quiet at it, on
 small instruction sequences in the disassembler's syntax; then every shipped
@@ -11,7 +11,7 @@ import pytest
 
 from vgpu import hazards
 from vgpu.codeobj import Line
-from vgpu.isa import parse_line
+from vgpu.disasm import parse_line
 
 
 def _check(*text, xnack=True):

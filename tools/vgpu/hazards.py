@@ -40,7 +40,7 @@ the check instead of passing unchecked.
 
 import re
 
-from .isa import EXEC, VCC
+from .disasm import EXEC, VCC
 
 VALU_SGPR_VALU = 2
 VALU_SGPR_VMEM = 5
@@ -179,7 +179,7 @@ def _check_one(info, history):
 
 
 def check(instrs, branch_target, xnack=True):
-    """Every hazard on every path through `instrs` (isa.Instr, in address
+    """Every hazard on every path through `instrs` (disasm.Instr, in address
     order). branch_target(i) -> index of the branch target of instruction i.
     Returns sorted, de-duplicated messages (empty: no hazard)."""
     infos = [Info(i) for i in instrs]
