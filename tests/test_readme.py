@@ -17,7 +17,7 @@ before its opening fence (invisible on GitHub and the Hub):
                                      (for blocks that cannot run on a CPU machine, or
                                      are this suite itself). REASON is required.
     <!-- test: hub -->               run (python) on a simulated ROCm gfx950 machine with
-                                     release v1 of org/relu-flydsl already in an offline
+                                     the current release (build.toml's version) already in an offline
                                      HF cache (laid out as tests/test_release_consumer.py
                                      does, from a fresh build), in a folder holding a
                                      kernels.lock that pins it; tensors stay on the CPU, so
@@ -148,7 +148,7 @@ def test_trust_remote_code_says_to_replace_org():
 
 @pytest.fixture(scope="module")
 def hub_dir(tmp_path_factory):
-    """An offline HF cache holding release v1 (from a fresh build) and a folder with
+    """An offline HF cache holding the current release (from a fresh build) and a folder with
     a kernels.lock pinning it."""
     import build_variant
     import release
