@@ -1,18 +1,21 @@
 """The correctness suite on a real gfx950 (MI350X / MI355X), through relu().
 
 Runs only where a gfx950 device is present; everywhere else each test is
-reported as SKIPPED with the reason. On a gfx950 machine:
+reported as SKIPPED with the reason, which `-ra` prints in the summary
+(one line: `SKIPPED [N] ...: needs a gfx950 GPU (MI350X/MI355X): torch ... is a
+CPU-only build` or `... a CUDA 13.0 build, not ROCm, GPU: <name>`; `-v` alone cuts
+it short). On a gfx950 machine, and anywhere else to see why it is skipped:
 
-    python -m pytest -m hardware -v -ra tests/test_hardware.py
+    .venv/bin/python -m pytest -m hardware -ra tests/test_hardware.py
 
 The kernels' rule is `y = +0.0 if x < 0 else x` on the bits: NaN payloads,
-+-inf, -0.0 and denormals pass through. Checks, as in the reference post:
++-inf, -0.0 and denormals pass through. Checks, as in the post "Beating torch.relu with FlyDSL:
+A Hands-On Guide to Bandwidth-Bound Kernels":
 bit-exact values against that rule, a sentinel guard region around the output
 that must survive, and the path that actually ran (dispatch_stats). Also a
 comparison with torch.relu on the same device that ignores only the sign of
 zero, because torch's GPU relu is `_isnan(v) ? v : max(v, 0)`: torch 2.11 on an
-NVIDIA GPU turns -0.0 into +0.0; the reference post reports -0.0 kept on its
-MI350X; torch on CPU keeps -0.0 but rewrites some NaN payloads (large bf16
+NVIDIA GPU turns -0.0 into +0.0; that post reports -0.0 kept on its MI350X; torch on CPU keeps -0.0 but rewrites some NaN payloads (large bf16
 tensors -> 0xFFFF, f16 signalling NaNs quieted). test_observe_torch_relu
 records, and prints, which holds for the ROCm torch of the machine it runs on;
 it observes and never fails on torch's choices.
@@ -27,7 +30,7 @@ import torch
 
 import relu_flydsl
 from flash_relu_rocm.registry import RUNGS
-from reference import assert_relu_bits, bits, special_values
+from reference import assert_relu_bits, special_values
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import relu_semantics  # noqa: E402 - pure torch: the observation of torch.relu on a device

@@ -20,11 +20,17 @@ VENV=.venv
 VPY=$VENV/bin/python
 BASE=${PYTHON:-python3}
 
+# Each step prints what it does and, when done, how long it took since the set-up began.
+START=$SECONDS
+say() { echo "setup: $*"; }
+took() { echo "setup:   done: $* ($((SECONDS - START)) s since the start)"; }
+
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 apt_install() {
-  echo "setup: apt-get install $*"
+  say "apt-get install $* (Debian packages; about a minute on a fresh machine)"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@" >/dev/null
+  took "apt-get install"
 }
 
 need=()
@@ -61,8 +67,9 @@ if [ -d "$VENV" ] && { [ ! -f "$stamp_file" ] || [ "$(sed 's/ requirements=.*//'
   rm -rf "$VENV"
 fi
 if [ ! -x "$VPY" ]; then
-  echo "setup: creating $VENV from $base_real ($("$BASE" --version 2>&1))"
+  say "creating $VENV from $base_real ($("$BASE" --version 2>&1))"
   "$BASE" -m venv "$VENV"
+  took "$VENV created"
 fi
 rm -f "$stamp_file"
 
@@ -74,7 +81,17 @@ if [ "${mode%% *}" = rocm ]; then
   grep -v '^torch==' requirements.txt > "$req"
   echo "setup: keeping the base interpreter's ROCm torch (HIP $hip, from $site)"
 fi
-if ! "$VPY" -m pip install -q --disable-pip-version-check -r "$req"; then
+# On a terminal pip shows its own progress (downloads, installs); elsewhere (CI, a log) it is
+# quiet, so say what is happening and how long it usually takes.
+if [ -t 1 ]; then
+  pip_output="--progress-bar on"
+  say "pip install -r requirements.txt into $VENV (torch, flydsl, kernels, ...: about 3 minutes on a fresh machine)"
+else
+  pip_output="-q"
+  say "pip install -r requirements.txt into $VENV (torch, flydsl, kernels, ...: about 3 minutes on a fresh machine; pip is quiet when the output is not a terminal)"
+fi
+# shellcheck disable=SC2086 # $pip_output is one or two words on purpose
+if ! "$VPY" -m pip install $pip_output --disable-pip-version-check -r "$req"; then
   echo "setup: pip install -r requirements.txt into $VENV failed" >&2
   exit 1
 fi
@@ -82,5 +99,6 @@ if [ "${mode%% *}" = rocm ] && ! "$VPY" -c 'import sys, torch; sys.exit(0 if tor
   echo "setup: a requirement replaced the ROCm torch in $VENV; the ROCm torch is too old for it" >&2
   exit 1
 fi
+took "pip install"
 echo "$stamp" > "$stamp_file"
-echo "setup: $VENV ready: $("$VPY" -c 'import torch, flydsl, kernels; print(f"torch {torch.__version__}, flydsl {flydsl.__version__}, kernels {kernels.__version__}")'), $(/usr/lib/llvm-22/bin/llvm-objdump --version | grep -m1 version)"
+echo "setup: $VENV ready after $((SECONDS - START)) s: $("$VPY" -c 'import torch, flydsl, kernels; print(f"torch {torch.__version__}, flydsl {flydsl.__version__}, kernels {kernels.__version__}")'), $(/usr/lib/llvm-22/bin/llvm-objdump --version | grep -m1 version)"
