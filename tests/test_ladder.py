@@ -1,4 +1,4 @@
-"""benchmarks/ladder.py's torch baseline (issue 11): torch is checked as torch specifies relu,
+"""The ladder harness's torch baseline (benchmarks/ladder/): torch is checked as torch specifies relu,
 its departures from the bit rule are notes, wrong values are still refused; the baseline mode,
 its cross-check and report, on CPU with fake timings. The rungs' bit-rule gate is tested in
 tests/test_benchmarks.py and is unchanged."""
@@ -12,9 +12,13 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import ladder  # noqa: E402
-import relu_semantics as rs  # noqa: E402
+sys.path.insert(0, str(ROOT))
+from benchmarks import relu_semantics as rs  # noqa: E402
+from benchmarks.ladder import __main__ as cli  # noqa: E402
+from benchmarks.ladder import cases as cases_mod  # noqa: E402
+from benchmarks.ladder import checks, gpu, nogpu, report, timing  # noqa: E402
+from flash_relu_rocm.dtypes import ELEMENT_BYTES  # noqa: E402
+from flash_relu_rocm.registry import RUNGS  # noqa: E402
 
 DTYPES = ["float32", "float16", "bfloat16"]
 SMALL = (1, 7, 8, 1000, 4257)
@@ -23,41 +27,41 @@ SMALL = (1, 7, 8, 1000, 4257)
 def _neg_zero_count(dtype, sizes=SMALL):
     n = 0
     for size in sizes:
-        x = ladder.check_input(size, dtype, "cpu", seed=size)
+        x = checks.check_input(size, dtype, "cpu", seed=size)
         n += int(((x == 0) & torch.signbit(x)).sum())
     return n
 
 
 def _max_zero(x, out):  # as torch on an NVIDIA GPU: -0.0 -> +0.0, NaN bits kept
-    torch.where(x == 0, torch.zeros_like(x), ladder.bit_rule(x), out=out)
+    torch.where(x == 0, torch.zeros_like(x), checks.bit_rule(x), out=out)
 
 
 def _canonical_nan(x, out):  # a baseline that rewrites every NaN to the default NaN
-    out.copy_(ladder.bit_rule(x))
+    out.copy_(checks.bit_rule(x))
     out[torch.isnan(out)] = float("nan")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_torch_check_accepts_neg_zero_to_pos_zero_and_notes_it(dtype):
-    fails, diff = ladder.check_baseline(_max_zero, dtype, "cpu", SMALL)
+    fails, diff = checks.check_baseline(_max_zero, dtype, "cpu", SMALL)
     assert fails == []
     n, total = _neg_zero_count(dtype), sum(SMALL)
     assert n > 0
     assert diff.note() == f"torch on this device: -0.0 -> +0.0 in {n} of {total} elements"
     # the rungs' gate refuses the same result
-    assert any("differ from the bit rule" in f for f in ladder.check_impl(_max_zero, dtype, "cpu", SMALL))
+    assert any("differ from the bit rule" in f for f in checks.check_impl(_max_zero, dtype, "cpu", SMALL))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_torch_check_accepts_rewritten_nan_payloads_and_notes_them(dtype):
-    fails, diff = ladder.check_baseline(_canonical_nan, dtype, "cpu", SMALL)
+    fails, diff = checks.check_baseline(_canonical_nan, dtype, "cpu", SMALL)
     assert fails == []
     assert "NaN bits changed in" in diff.note() and "-0.0" not in diff.note()
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_torch_check_of_the_bit_rule_has_no_note(dtype):
-    fails, diff = ladder.check_baseline(lambda x, out: out.copy_(ladder.bit_rule(x)), dtype, "cpu", SMALL)
+    fails, diff = checks.check_baseline(lambda x, out: out.copy_(checks.bit_rule(x)), dtype, "cpu", SMALL)
     assert fails == [] and diff.note() == "" and not diff.any
 
 
@@ -66,28 +70,28 @@ def _identity(x, out):
 
 
 def _nan_to_zero(x, out):
-    out.copy_(ladder.bit_rule(x))
+    out.copy_(checks.bit_rule(x))
     out[torch.isnan(out)] = 0
 
 
 def _nan_for_one(x, out):
-    out.copy_(ladder.bit_rule(x))
+    out.copy_(checks.bit_rule(x))
     out[-1] = float("nan") if not torch.isnan(x[-1]) else 1.0
 
 
 def _off_value(x, out):
-    out.copy_(ladder.bit_rule(x))
+    out.copy_(checks.bit_rule(x))
     pos = (out > 0) & torch.isfinite(out)
     out[pos] = out[pos] * 2
 
 
 def _write_past_end(x, out):
-    out.copy_(ladder.bit_rule(x))
+    out.copy_(checks.bit_rule(x))
     out.as_strided((out.numel() + 1,), (1,))[-1] = 1.0
 
 
 def _clobber_input(x, out):
-    out.copy_(ladder.bit_rule(x))
+    out.copy_(checks.bit_rule(x))
     x.zero_()
 
 
@@ -106,7 +110,7 @@ def _raises(x, out):
 ])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_torch_check_still_refuses_wrong_values(bad, expect, dtype):
-    fails, _ = ladder.check_baseline(bad, dtype, "cpu", SMALL)
+    fails, _ = checks.check_baseline(bad, dtype, "cpu", SMALL)
     assert fails and any(expect in f for f in fails), fails
 
 
@@ -122,30 +126,30 @@ def test_differences_note_wording():
 
 # ---- report: notes in rows, table, CSV, JSON -------------------------------------------
 def test_note_reaches_row_table_and_csv(tmp_path):
-    case = ladder.Case((8192, 8192), "bfloat16", ("shapes",))
+    case = cases_mod.Case((8192, 8192), "bfloat16", ("shapes",))
     note = "torch on this device: -0.0 -> +0.0 in 3 of 67108864 elements"
-    rows = ladder.summarize(case, {"v5": [1e-4] * 3, "torch": [2e-4] * 3}, notes={"torch": note})
+    rows = report.summarize(case, {"v5": [1e-4] * 3, "torch": [2e-4] * 3}, notes={"torch": note})
     by = {r["impl"]: r for r in rows}
     assert by["torch"]["note"] == note and by["torch"]["gbps"] > 0 and by["v5"]["note"] is None
     assert by["v5"]["vs_torch"] == pytest.approx(2.0)  # the baseline still gives the ratio
-    table = ladder.ladder_table(rows, ["v5", "torch"])
+    table = report.ladder_table(rows, ["v5", "torch"])
     assert "[1]" in table and f"[1] torch, 8192x8192 bfloat16: {note}" in table and "2.00x" in table
-    ladder.write_csv(rows, tmp_path / "l.csv")
+    report.write_csv(rows, tmp_path / "l.csv")
     assert note in (tmp_path / "l.csv").read_text()
     json.dumps(rows)
 
 
 def test_summarize_without_a_known_peak_gives_no_percent():
-    case = ladder.Case((8192, 8192), "float32", ("shapes",))
-    (row,) = ladder.summarize(case, {"torch": [1e-4]}, peak=None)
+    case = cases_mod.Case((8192, 8192), "float32", ("shapes",))
+    (row,) = report.summarize(case, {"torch": [1e-4]}, peak=None)
     assert row["pct_peak"] is None and row["gbps"] > 0
 
 
 def test_peak_is_named_for_its_device():
-    assert ladder.peak_for("anything", gfx950=True) == (8000.0, "MI350X peak 8 TB/s (reference)")
-    gb, label = ladder.peak_for("NVIDIA H200")
+    assert report.peak_for("anything", gfx950=True) == (8000.0, "MI350X peak 8 TB/s (reference)")
+    gb, label = report.peak_for("NVIDIA H200")
     assert gb == 4800.0 and label.startswith("H200 peak")
-    assert ladder.peak_for("NVIDIA A100-SXM4-80GB")[0] is None
+    assert report.peak_for("NVIDIA A100-SXM4-80GB")[0] is None
 
 
 def test_plot_has_one_panel_per_dtype_and_a_named_peak(tmp_path):
@@ -153,8 +157,8 @@ def test_plot_has_one_panel_per_dtype_and_a_named_peak(tmp_path):
     rows = []
     for dtype in ("bfloat16", "float32"):
         for shape in [(4096, 8192), (8192, 8192)]:
-            rows += ladder.summarize(ladder.Case(shape, dtype, ("band",)), {"v5": [2e-5], "torch": [4e-5]})
-    drawn = ladder.plot(rows, tmp_path / "p.png", ["v5", "torch"])
+            rows += report.summarize(cases_mod.Case(shape, dtype, ("band",)), {"v5": [2e-5], "torch": [4e-5]})
+    drawn = report.plot(rows, tmp_path / "p.png", ["v5", "torch"])
     assert set(drawn) == {"bfloat16", "float32"}
     for labels in drawn.values():
         assert labels == ["v5", "torch (clamp into out)", "MI350X peak 8 TB/s (reference)"]
@@ -163,16 +167,22 @@ def test_plot_has_one_panel_per_dtype_and_a_named_peak(tmp_path):
 
 # ---- cases without `kernels` ----------------------------------------------------------
 def test_cases_need_no_kernels(monkeypatch):
+    """The harness and benchmark.py read one list of shapes (flash_relu_rocm/workloads.py);
+    the harness's cases need neither `kernels` nor benchmark.py."""
     kernels = pytest.importorskip("kernels", reason="kernels not installed: benchmark.py cannot be imported to compare")
     del kernels
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import benchmark
 
+    from flash_relu_rocm import workloads
+
+    # the same file (benchmark.py loads it by path, as it must in a built kernel repository)
+    assert Path(benchmark._tables.workloads.__file__).resolve() == Path(workloads.__file__).resolve()
+    assert benchmark.POST_SHAPES == workloads.POST_SHAPES and benchmark.CACHE_BAND_SHAPES == workloads.CACHE_BAND_SHAPES
     for name in ("kernels", "kernels.benchmark", "benchmark"):
         monkeypatch.setitem(sys.modules, name, None)  # any import of them now fails
-    shapes = ladder.bench_shapes()
-    assert shapes == {"POST_SHAPES": benchmark.POST_SHAPES, "CACHE_BAND_SHAPES": benchmark.CACHE_BAND_SHAPES}
-    assert len(ladder.cases(("bfloat16", "float32"), ("shapes",))) == 8
+    assert len(cases_mod.cases(("bfloat16", "float32"), ("shapes",))) == 8
+    assert {c.shape for c in cases_mod.cases(sweeps=("band",))} == set(workloads.CACHE_BAND_SHAPES)
 
 
 # ---- the cross-check and the baseline mode ----------------------------------------------
@@ -181,19 +191,19 @@ def test_crosscheck_ratio(monkeypatch):
     monkeypatch.setitem(sys.modules, "triton", types.SimpleNamespace(testing=testing))
     monkeypatch.setitem(sys.modules, "triton.testing", testing)
     calls = []
-    cc = ladder.crosscheck(lambda: calls.append(1), 1e-3, 4e9)
+    cc = timing.crosscheck(lambda: calls.append(1), 1e-3, 4e9)
     assert calls and cc["available"] and cc["ratio"] == pytest.approx(2.0)  # harness 1 ms, do_bench 2 ms
     assert cc["do_bench_gbps"] == pytest.approx(2000.0)
     monkeypatch.setitem(sys.modules, "triton", None)
     monkeypatch.setitem(sys.modules, "triton.testing", None)
-    cc = ladder.crosscheck(lambda: None, 1e-3, 4e9)
+    cc = timing.crosscheck(lambda: None, 1e-3, 4e9)
     assert not cc["available"] and "not importable" in cc["reason"]
 
 
 def test_baseline_mode_without_a_gpu_says_so(capsys):
     if torch.cuda.is_available():
         pytest.skip("a GPU is visible: the no-GPU refusal cannot be exercised here")
-    assert ladder.main(["--mode", "baseline"]) == 2
+    assert cli.main(["--mode", "baseline"]) == 2
     err = capsys.readouterr().err
     assert "NO GPU HERE" in err and "Nothing was timed" in err
 
@@ -201,25 +211,24 @@ def test_baseline_mode_without_a_gpu_says_so(capsys):
 def test_baseline_mode_end_to_end_on_cpu(tmp_path, monkeypatch, capsys):
     """The GPU code path of --mode baseline with DEVICE = "cpu" and a fake timer: CPU torch
     rewrites bf16 NaN payloads in large tensors, so bf16 rows must carry a note and still a time."""
-    monkeypatch.setattr(ladder, "DEVICE", "cpu")
-    monkeypatch.setattr(ladder, "any_gpu", lambda: (True, "cpu"))
-    monkeypatch.setattr(ladder, "bench_shapes", lambda: {"POST_SHAPES": ((64, 256), (32, 128)), "CACHE_BAND_SHAPES": ()})
-    monkeypatch.setattr(ladder, "CHECK_SIZES", SMALL)
-    monkeypatch.setattr(ladder.check_baseline, "__defaults__", (SMALL,))
+    monkeypatch.setattr(gpu, "DEVICE", "cpu")
+    monkeypatch.setattr(gpu, "any_gpu", lambda: (True, "cpu"))
+    monkeypatch.setattr(cases_mod.workloads, "POST_SHAPES", ((64, 256), (32, 128)))
+    monkeypatch.setattr(checks, "CHECK_SIZES", SMALL)
     ran = []
 
-    def fake_time(fn, iters, warmup):
+    def fake_time(fn, iters, warmup, host=False):
         fn()
-        ran.append(1)
-        return 1e-5
+        ran.append(host)
+        return timing.Timing(1e-5, 2e-5 if host else None)
 
-    monkeypatch.setattr(ladder, "time_launches", fake_time)
+    monkeypatch.setattr(timing, "time_launches", fake_time)
     monkeypatch.setattr(rs.observe, "__defaults__", (rs.DTYPES, 256))
-    rc = ladder.main(["--mode", "baseline", "--dtypes", "bfloat16", "float32", "--sweeps", "shapes",
+    rc = cli.main(["--mode", "baseline", "--dtypes", "bfloat16", "float32", "--sweeps", "shapes",
                       "--rounds", "3", "--out", str(tmp_path)])
     out = capsys.readouterr().out
     assert rc == 0, out
-    assert len(ran) == 2 * 2 * 3
+    assert len(ran) == 2 * 2 * 3 and all(ran)  # small sizes: host time too
     doc = json.loads((tmp_path / "baseline.json").read_text())
     rows = doc["rows"]
     assert {r["impl"] for r in rows} == {"torch"} and all(r["gbps"] for r in rows)
@@ -243,7 +252,7 @@ class _FakeRelu:
     def relu(self, x, out=None, rung=None):
         key = f"flydsl/{rung}/{str(x.dtype).removeprefix('torch.')}"
         self.stats[key] = self.stats.get(key, 0) + 1
-        (_max_zero if rung == "v4" else lambda x, out: out.copy_(ladder.bit_rule(x)))(x, out)
+        (_max_zero if rung == "v4" else lambda x, out: out.copy_(checks.bit_rule(x)))(x, out)
         return out
 
     def dispatch_stats(self):
@@ -251,15 +260,15 @@ class _FakeRelu:
 
 
 def test_gpu_mode_end_to_end_on_cpu_gates_rungs_on_the_bit_rule(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(ladder, "DEVICE", "cpu")
-    monkeypatch.setattr(ladder, "gfx950_device", lambda: (True, "fake gfx950"))
-    monkeypatch.setattr(ladder, "load_relu", lambda variant=None: _FakeRelu())
-    monkeypatch.setattr(ladder, "bench_shapes", lambda: {"POST_SHAPES": ((64, 256),), "CACHE_BAND_SHAPES": ()})
-    monkeypatch.setattr(ladder.check_impl, "__defaults__", (SMALL,))
-    monkeypatch.setattr(ladder.check_baseline, "__defaults__", (SMALL,))
-    monkeypatch.setattr(ladder, "time_launches", lambda fn, iters, warmup: [fn() for _ in range(iters + warmup)] and 1e-5)
+    monkeypatch.setattr(gpu, "DEVICE", "cpu")
+    monkeypatch.setattr(gpu, "gfx950_device", lambda: (True, "fake gfx950"))
+    monkeypatch.setattr(gpu, "load_relu", lambda variant=None: _FakeRelu())
+    monkeypatch.setattr(cases_mod.workloads, "POST_SHAPES", ((64, 256),))
+    monkeypatch.setattr(checks, "CHECK_SIZES", SMALL)
+    monkeypatch.setattr(timing, "time_launches",
+                        lambda fn, iters, warmup, host=False: [fn() for _ in range(iters + warmup)] and timing.Timing(1e-5))
     monkeypatch.setattr(rs.observe, "__defaults__", (rs.DTYPES, 256))
-    rc = ladder.main(["--mode", "gpu", "--rungs", "v4", "v5", "--sweeps", "shapes", "--rounds", "3", "--iters", "2",
+    rc = cli.main(["--mode", "gpu", "--rungs", "v4", "v5", "--sweeps", "shapes", "--rounds", "3", "--iters", "2",
                       "--warmup", "1", "--out", str(tmp_path)])
     out = capsys.readouterr().out
     assert rc == 1, out  # v4 refused
