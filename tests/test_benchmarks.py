@@ -200,6 +200,30 @@ def test_a_default_rung_workload_accepts_any_rung_but_no_fallback(discovered, mo
         module.require_flydsl_path(mixed, one_fallback, None, "float32", "W")
 
 
+def test_workload_check_reads_its_own_calls_not_cumulative_stats(discovered):
+    """Earlier workloads filled dispatch_stats() with kernel-path counts; a workload whose
+    own call then ran another rung, another dtype, or took no recorded path at all must
+    still be refused: only the difference made by its own call counts."""
+    module, _ = discovered
+    earlier = {"flydsl/v5/float32": 40, "flydsl/v5/bfloat16": 40}
+
+    class Kernel(StandInKernel):
+        def __init__(self, path):
+            super().__init__(path)
+            self.stats = dict(earlier)
+
+    other_rung = Kernel(lambda rung, dtype: f"flydsl/v4/{dtype}")
+    with pytest.raises(RuntimeError, match=r"ran flydsl/v4/float32 \(1 call\), not the FlyDSL kernel v5/float32"):
+        module.require_flydsl_path(other_rung, lambda: other_rung.relu(torch.ones(3), rung="v4"), "v5", "float32", "W")
+    unrecorded = Kernel(lambda rung, dtype: "flydsl/v5/float32")
+    with pytest.raises(RuntimeError, match="no recorded path"):
+        module.require_flydsl_path(unrecorded, lambda: torch.relu(torch.ones(3)), None, "float32", "W")
+    other_dtype = Kernel(lambda rung, dtype: f"flydsl/v5/{dtype}")
+    with pytest.raises(RuntimeError, match=r"flydsl/v5/float16 \(1 call\)"):
+        module.require_flydsl_path(other_dtype, lambda: other_dtype.relu(torch.ones(3, dtype=torch.float16)), None,
+                                   "float32", "W")
+
+
 def test_committed_stub_is_the_built_file():
     """relu-build/benchmarks/benchmark.py is committed (so `kernels benchmark ./relu-build` on a
     fresh clone names the command that builds relu-build/) and must be byte for byte what
@@ -429,3 +453,39 @@ def test_no_gpu_vgpu_section_counts_instructions(tmp_path):
             e = d[f"{r}/{t}"]
             assert e["wave_instructions"] == e["instructions_per_wave"] * e["waves"]
             assert e["bytes_moved"] == 2 * e["numel"] * ELEMENT_BYTES[t]
+
+
+# ---- every command hint the benchmarks print works from the repository root ----------------
+HINT = re.compile(r"\.venv/bin/python (-m [\w.]+|[\w/.-]+\.py)")
+
+
+def _hints():
+    found = set()
+    for path in sorted((ROOT / "benchmarks").rglob("*.py")):
+        found |= {m.group(0) for m in HINT.finditer(path.read_text())}
+    return sorted(found)
+
+
+def test_hints_use_the_projects_interpreter():
+    """`python ...` fails on a stock system without `python`; a path without benchmarks/
+    fails from the repository root."""
+    bare = re.compile(r"(?<![/\w.-])python3? (-m |benchmarks/|tools/|[\w-]+\.py)")
+    for path in sorted((ROOT / "benchmarks").rglob("*.py")):
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            assert not bare.search(line), f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+    assert len(_hints()) >= 5
+
+
+@pytest.mark.parametrize("hint", _hints())
+def test_every_printed_hint_runs_with_help(hint):
+    """Each command form the benchmarks print or document, run as pasted in a fresh shell
+    in the repository root, with --help."""
+    import subprocess
+
+    exe, rest = hint.split(" ", 1)
+    if not (ROOT / exe).exists():
+        pytest.skip(f"{exe} does not exist in this checkout (tools/setup.sh makes it)")
+    p = subprocess.run([str(ROOT / exe), *rest.split(), "--help"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, f"{hint} --help: exit {p.returncode}\n{p.stderr[-2000:]}"
+    assert "usage:" in p.stdout

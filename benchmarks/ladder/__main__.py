@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 def parser():
-    p = argparse.ArgumentParser(prog="python -m benchmarks.ladder", description=PACKAGE_DOC,
+    p = argparse.ArgumentParser(prog=".venv/bin/python -m benchmarks.ladder", description=PACKAGE_DOC,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default=str(ROOT / "results"), help="results folder (default results/)")
     p.add_argument("--mode", choices=("auto", "gpu", "nogpu", "baseline"), default="auto",

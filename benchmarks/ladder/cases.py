@@ -22,7 +22,7 @@ CURVE_LO, CURVE_HI = 64 * KIB, 2 * GIB
 L2_BYTES, LLC_BYTES = 32 * MIB, 256 * MIB  # MI350X: L2, Infinity Cache (last level)
 BAND_LO, BAND_HI = L2_BYTES // 2, 2 * LLC_BYTES
 PER_OCTAVE, BAND_PER_OCTAVE = 3, 6
-NUMEL_QUANTUM = 1024  # curve sizes are whole multiples: every point runs whole vectors
+NUMEL_QUANTUM = 64  # curve sizes are whole multiples: every rung runs its widest vector (<= 16 elements)
 SWEEPS = ("curve", "shapes", "band")
 
 
