@@ -215,10 +215,11 @@ def write_csv(rows, path):
 
 
 def plot(rows, path, impls, peak=PEAK_GBPS, title="relu-flydsl ladder", peak_label=PEAK_LABEL, caches=True):
-    """GB/s against total traffic (log): one panel per dtype, one line per implementation,
-    torch dashed black; hollow markers where the timing was host-bound; a vertical mark
-    where each rung crosses torch; the peak of the device it assumes, and (caches=True)
-    the MI350X cache sizes. Returns {dtype: line labels}."""
+    """Against total traffic (log), one column per dtype: GB/s (top; one line per
+    implementation, torch dashed black, hollow markers where the timing was host-bound, the
+    peak of the device it assumes) and the time per launch (bottom, log, with torch's host
+    time per launch where measured); a vertical mark where each rung crosses torch and
+    (caches=True) at the MI350X cache sizes. Returns {dtype: labels of the GB/s panel}."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -227,45 +228,59 @@ def plot(rows, path, impls, peak=PEAK_GBPS, title="relu-flydsl ladder", peak_lab
 
     dtypes = list(dict.fromkeys(r["dtype"] for r in rows))
     n = max(1, len(dtypes))
-    fig, axes = plt.subplots(1, n, figsize=(1.5 + 7 * n, 6), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(2, n, figsize=(1.5 + 7 * n, 10), sharex=True, squeeze=False,
+                             gridspec_kw={"height_ratios": [3, 2]})
     top = max([peak or 0] + [r["gbps"] for r in rows if r["gbps"]])
     cross = crossings(rows)
     drawn = {}
-    for ax, dtype in zip(axes[0], dtypes):
+    for k, dtype in enumerate(dtypes):
+        ax, tax = axes[0][k], axes[1][k]
         colors = {}
         for impl in impls:
-            pts = sorted((r["traffic_mb"], r["gbps"], bool(r.get("host_bound"))) for r in rows
-                         if r["impl"] == impl and r["dtype"] == dtype and r["gbps"])
+            pts = sorted((r["traffic_mb"], r["gbps"], bool(r.get("host_bound")), r["median_us"], r.get("host_us"))
+                         for r in rows if r["impl"] == impl and r["dtype"] == dtype and r["gbps"])
             if not pts:
                 continue
-            xs, ys, hb = zip(*pts)
+            xs, ys, hb, us, host = zip(*pts)
             style = dict(color="black", linestyle="--", linewidth=2, marker="s") if impl == TORCH else dict(marker="o")
-            (line,) = ax.plot(xs, ys, label=impl if impl != TORCH else "torch (clamp into out)", markersize=4, **style)
+            label = impl if impl != TORCH else "torch (clamp into out)"
+            (line,) = ax.plot(xs, ys, label=label, markersize=4, **style)
             colors[impl] = line.get_color()
+            tax.plot(xs, us, label=label, markersize=3, **style)
             hx = [x for x, h in zip(xs, hb) if h]
             if hx:  # host-bound points: hollow
                 ax.plot(hx, [y for y, h in zip(ys, hb) if h], linestyle="none", marker=style["marker"],
                         markersize=7, markerfacecolor="white", color=line.get_color())
+            hp = [(x, h) for x, h in zip(xs, host) if h is not None]
+            if hp and impl == TORCH:
+                tax.plot(*zip(*hp), color="grey", linestyle=":", marker=".", label="torch host time per launch")
         for c in cross:
             if c["dtype"] == dtype and c["impl"] in colors:
-                ax.axvline(c["at_mb"], color=colors[c["impl"]], linestyle="-.", linewidth=1, alpha=0.8)
-                ax.annotate(f"{c['impl']} {c['to']} torch\n~{_mb(c['at_mb'])}", (c["at_mb"], top * 0.05),
+                for a in (ax, tax):
+                    a.axvline(c["at_mb"], color=colors[c["impl"]], linestyle="-.", linewidth=1, alpha=0.8)
+                ax.annotate(f"{c['impl']} {c['to']} torch ~{_mb(c['at_mb'])}", (c["at_mb"], top * 0.03),
                             rotation=90, fontsize=7, color=colors[c["impl"]], ha="right", va="bottom")
         if peak:
             ax.axhline(peak, color="red", linestyle=":", label=peak_label)
         if caches:
             for nbytes, label in CACHE_LINES:
-                ax.axvline(nbytes / 1e6, color="grey", linestyle=":", linewidth=1)
-                ax.annotate(label, (nbytes / 1e6, top * 1.02), fontsize=7, color="grey", ha="center", va="bottom")
+                for a in (ax, tax):
+                    a.axvline(nbytes / 1e6, color="grey", linestyle=":", linewidth=1)
+                ax.annotate(label, (nbytes / 1e6, top * 0.5), rotation=90, fontsize=7, color="grey", ha="right",
+                            va="center")
         ax.set_xscale("log")
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.set_xlabel("total traffic, MB (2 x numel x element size; = footprint of x and out)")
+        tax.set_yscale("log")
+        tax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        tax.set_xlabel("total traffic, MB (2 x numel x element size; = footprint of x and out)")
         ax.set_title(dtype)
-        ax.grid(True, which="both", alpha=0.3)
+        for a in (ax, tax):
+            a.grid(True, which="both", alpha=0.3)
         ax.legend(loc="upper left", fontsize="small")
+        tax.legend(loc="upper left", fontsize="x-small")
         drawn[dtype] = [ln.get_label() for ln in ax.get_lines() if not ln.get_label().startswith("_")]
     axes[0][0].set_ylabel("GB/s (median of rounds); hollow: host-bound")
     axes[0][0].set_ylim(0, top * 1.12)
+    axes[1][0].set_ylabel("us per launch (device events, median)")
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
