@@ -305,7 +305,8 @@ def test_reports_written(tmp_path):
         case_rows += report.summarize(case, {"v5": [2e-5, 3e-5, 4e-5], "torch": [4e-5, 5e-5, 6e-5]})
     report.write_csv(case_rows, tmp_path / "l.csv")
     lines = (tmp_path / "l.csv").read_text().splitlines()
-    assert lines[0].startswith("shape,dtype,sweeps,numel,traffic_mb,impl,status,median_us,gbps")
+    assert lines[0] == ",".join(report.CSV_COLUMNS)
+    assert lines[0].startswith("shape,dtype,sweeps,numel,traffic_mb,impl,status,method,median_us,host_us")
     assert len(lines) == 5
     json.dumps(case_rows)  # JSON-serialisable as written by gpu_main
     pytest.importorskip("matplotlib", reason="matplotlib not installed: the PNG plot cannot be drawn")
