@@ -56,6 +56,12 @@ def discovered(build_dir):
     return module, classes
 
 
+def _workload_count(module):
+    """Upstream's 2, every served dtype and every rung at the post's 4 shapes, the band's 7 x 2."""
+    return (2 + len(module.DTYPES) * len(module.POST_SHAPES) + len(module.RUNG_NAMES) * len(module.POST_SHAPES)
+            + len(module.CACHE_BAND_SHAPES) * len(module.CACHE_BAND_RUNGS))
+
+
 def _workloads(cls):
     # the runner's own rule (kernels/cli/benchmark.py run_benchmark_class)
     return [n.removeprefix("benchmark_") for n in dir(cls) if n.startswith("benchmark_") and callable(getattr(cls, n))]
@@ -66,7 +72,7 @@ def test_discovery_finds_every_class_and_workload(discovered):
     assert {c.__name__ for c in classes} == EXPECTED_CLASSES
     found = {f"{c.__name__}.{w}" for c in classes for w in _workloads(c)}
     assert found == set(module.bench_table())
-    assert len(found) == 2 + 12 + 20 + 14
+    assert len(found) == _workload_count(module) >= 48  # 48 with bf16/f16/f32 and five rungs
     for c in classes:
         for w in _workloads(c):
             assert callable(getattr(c, f"verify_{w}", None)), f"{c.__name__}.{w} has no verify"
@@ -82,7 +88,8 @@ def test_full_size_table_is_what_a_gpu_runs(discovered):
     assert t["ReluBenchmark.base"] == {"dtype": "f32", "shape": (1024, 1024), "rung": None}
     assert t["ReluBenchmark.large"] == {"dtype": "f32", "shape": (4096, 4096), "rung": None}
     dtype_w = {(v["dtype"], v["shape"], v["rung"]) for k, v in t.items() if k.startswith("ReluDtypeBenchmark.")}
-    assert dtype_w == {(d, s, None) for d in ("bf16", "f16", "f32") for s in POST_SHAPES}
+    assert dtype_w == {(d, s, None) for d in module.DTYPES for s in POST_SHAPES}
+    assert {"bf16", "f16", "f32"} <= set(module.DTYPES)
     ladder_w = {(v["dtype"], v["shape"], v["rung"]) for k, v in t.items() if k.startswith("ReluLadderBenchmark.")}
     assert ladder_w == {("bf16", s, r) for r in ("v1", "v2", "v3", "v4", "v5") for s in POST_SHAPES}
     band = [(v["rung"], v["shape"]) for k, v in t.items() if k.startswith("ReluCacheBandBenchmark.")]
@@ -147,9 +154,9 @@ def test_every_workload_verifies_against_a_fair_reference(discovered, monkeypatc
                 assert ptrs == {inst.ref.data_ptr()}, f"{cls.__name__}.{w}: verify allocates its reference"
                 assert len({inst.x.data_ptr(), inst.y.data_ptr(), inst.ref.data_ptr()}) == 3
             ran += 1
-    assert ran == 48
+    assert ran == _workload_count(module)
     # setup's untimed check call + the benchmark call, per workload
-    assert sum(kernel.dispatch_stats().values()) == 2 * 48
+    assert sum(kernel.dispatch_stats().values()) == 2 * ran
 
 
 RUNG_CLASSES = ("ReluLadderBenchmark", "ReluCacheBandBenchmark")
@@ -180,7 +187,8 @@ def test_every_workload_refuses_to_time_a_fallback(discovered, monkeypatch, path
                 getattr(inst, f"setup_{w}")()
             assert str(e.value).startswith(f"{cls.__name__}.{w}: relu() ran ") and expect in str(e.value)
             refused += 1
-    assert refused == (48 if classes is EXPECTED_CLASSES else 34)
+    total = _workload_count(module)
+    assert refused == (total if classes is EXPECTED_CLASSES else total - 2 - len(module.DTYPES) * len(POST_SHAPES))
 
 
 def test_a_default_rung_workload_accepts_any_rung_but_no_fallback(discovered, monkeypatch):
