@@ -4,10 +4,10 @@
                            1024x1024 and `large` 4096x4096 float32, benchmark_* sets
                            self.out = relu(x), verify_* returns F.relu(x): allocating on
                            both sides, as upstream's. Directly comparable with upstream.
-    ReluDtypeBenchmark     bfloat16 / float16 / float32 at the reference post's shapes
+    ReluDtypeBenchmark     every dtype the kernels serve (dtypes.py) at the reference post's shapes
                            (8192x8192, 16384x8192, 32768x8192, 4096x14336), default rung,
                            relu(x, out=y) into a buffer preallocated in setup.
-    ReluLadderBenchmark    each ladder rung v1..v5, bfloat16, the post's shapes,
+    ReluLadderBenchmark    each ladder rung (registry.py), bfloat16, the post's shapes,
                            relu(x, out=y, rung="vN").
     ReluCacheBandBenchmark v4 against v5 across the post's cache band: 134 .. 1074 MB of
                            total traffic (2 x numel x 2 bytes), bfloat16, N x 8192.
@@ -36,10 +36,16 @@ When kernels' CLI discovers this file (it imports it as `benchmark_module`), two
 replace errors of kernels that name no cause: a folder without build/ (relu-build/ not
 built yet) and a machine whose torch is not a ROCm build (the only variant is torch-rocm).
 
-bench_table() lists every workload with its full-size shape; benchmarks/ladder.py reads
-the post's shapes and the cache band from here.
+The rungs, the dtypes and the shapes are read from the kernel's own tables
+(flash_relu_rocm/registry.py, dtypes.py, workloads.py: the same files the ladder harness
+reads), from the variant next to this file (../build/torch-rocm/flash_relu_rocm/) or, in
+the source repository, from ../flash_relu_rocm/. bench_table() lists every workload with
+its full-size shape.
 """
 
+import importlib
+import importlib.util
+import sys
 from pathlib import Path
 
 import torch
@@ -72,14 +78,50 @@ if __name__ == "benchmark_module":  # the name kernels.cli.benchmark imports thi
 
 ROW_DIVISOR = 1  # tests and the virtual-device runner only; see the module docstring
 
-RUNG_NAMES = ("v1", "v2", "v3", "v4", "v5")
-DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
-POST_SHAPES = ((8192, 8192), (16384, 8192), (32768, 8192), (4096, 14336))
-# Total traffic 2 x numel x 2 bytes (bf16) in MB (1e6 bytes): 134, 201, 268, 403, 537, 805, 1074.
-CACHE_BAND_MB = (134, 201, 268, 403, 537, 805, 1074)
-CACHE_BAND_SHAPES = ((4096, 8192), (6144, 8192), (8192, 8192), (12288, 8192),
-                     (16384, 8192), (24576, 8192), (32768, 8192))
-CACHE_BAND_RUNGS = ("v4", "v5")
+
+
+def _ladder_tables():
+    """flash_relu_rocm (registry, dtypes, workloads: pure Python), loaded by path under a
+    private name: the variant's copy when this file sits in a built kernel repository,
+    else the source repository's."""
+    name = "_relu_flydsl_benchmark_tables"
+    if name in sys.modules:
+        return sys.modules[name]
+    root = Path(__file__).resolve().parent.parent
+    for folder in (root / "build" / "torch-rocm" / "flash_relu_rocm", root / "flash_relu_rocm"):
+        if (folder / "workloads.py").is_file():
+            break
+    else:
+        raise RuntimeError(f"no flash_relu_rocm/ (with workloads.py) next to {Path(__file__).resolve()}")
+    spec = importlib.util.spec_from_file_location(name, folder / "__init__.py",
+                                                  submodule_search_locations=[str(folder)])
+    package = importlib.util.module_from_spec(spec)
+    sys.modules[name] = package
+    spec.loader.exec_module(package)
+    for sub in ("dtypes", "registry", "workloads"):
+        setattr(package, sub, importlib.import_module(f"{name}.{sub}"))
+    return package
+
+
+_tables = _ladder_tables()
+RUNG_NAMES = tuple(_tables.registry.RUNGS)
+SHORT = {"bfloat16": "bf16", "float16": "f16", "float32": "f32", "int8": "i8"}  # workload names only
+DTYPES = {SHORT.get(n, n): getattr(torch, n) for n in _tables.dtypes.DTYPES}
+POST_SHAPES = _tables.workloads.POST_SHAPES
+CACHE_BAND_SHAPES = _tables.workloads.CACHE_BAND_SHAPES
+CACHE_BAND_RUNGS = _tables.workloads.CACHE_BAND_RUNGS
+CACHE_BAND_DTYPE = SHORT[_tables.workloads.CACHE_BAND_DTYPE]
+# Total traffic 2 x numel x element size in MB (1e6 bytes): 134, 201, 268, 403, 537, 805, 1074.
+CACHE_BAND_MB = tuple(_tables.workloads.traffic_mb(s, _tables.dtypes.ELEMENT_BYTES[_tables.workloads.CACHE_BAND_DTYPE])
+                      for s in CACHE_BAND_SHAPES)
+
+
+def random_input(shape, dtype, device):
+    """randn for floating dtypes; integers over the whole range (randn has no integer form)."""
+    if dtype.is_floating_point:
+        return torch.randn(*shape, device=device, dtype=dtype)
+    info = torch.iinfo(dtype)
+    return torch.randint(info.min, info.max + 1, shape, device=device, dtype=dtype)
 
 
 def scaled(shape):
@@ -159,7 +201,7 @@ def _add_workload(cls, name, dtype_key, shape, rung):
             self.out = self.kernel.relu(self.x, out=self.y, rung=rung)
 
     def setup(self):
-        self.x = torch.randn(*scaled(shape), device=self.device, dtype=dtype)
+        self.x = random_input(scaled(shape), dtype, self.device)
         self.y = torch.empty_like(self.x)    # the kernel's preallocated output
         self.ref = torch.empty_like(self.x)  # the reference's, allocated alike
         require_flydsl_path(self.kernel, lambda: bench(self), rung, dtype_name, workload)
@@ -176,7 +218,7 @@ def _add_workload(cls, name, dtype_key, shape, rung):
 
 
 class ReluDtypeBenchmark(Benchmark):
-    """bf16/f16/f32 at the post's shapes, default rung, into a preallocated out."""
+    """Every served dtype at the post's shapes, default rung, into a preallocated out."""
 
     seed: int = 42
     WORKLOADS: dict = {}
@@ -208,8 +250,8 @@ class ReluCacheBandBenchmark(Benchmark):
 
 for _mb, _shape in zip(CACHE_BAND_MB, CACHE_BAND_SHAPES):
     for _rung in CACHE_BAND_RUNGS:
-        _add_workload(ReluCacheBandBenchmark, f"{_rung}_bf16_{_mb:04d}MB_{_shape_name(_shape)}", "bf16",
-                      _shape, _rung)
+        _add_workload(ReluCacheBandBenchmark, f"{_rung}_{CACHE_BAND_DTYPE}_{_mb:04d}MB_{_shape_name(_shape)}",
+                      CACHE_BAND_DTYPE, _shape, _rung)
 
 
 def bench_table():

@@ -1,25 +1,29 @@
-"""Cold start: time to the first relu() result in a fresh process.
+"""Cold start: time to the first relu() result in a fresh process, prebuilt code objects
+against a JIT compile through FlyDSL, side by side on this machine.
 
-    python benchmarks/cold_start.py [--runs 5] [--dtype bfloat16]
-    python benchmarks/cold_start.py --canary-cost      # the canary's size and emulated cost per kernel
+    .venv/bin/python benchmarks/cold_start.py [--runs 5] [--dtype bfloat16]
+    .venv/bin/python benchmarks/cold_start.py --canary-cost   # the canary's size and emulated cost per kernel
 
-Each run is a new Python process that imports relu_flydsl and calls
-relu(x, out=y) once on the FlyDSL path (FlyDSL's real compile and launch path;
-the HIP library is the no-op stand-in of tools/noop_hip, so no device work is
-timed, and CPU tensors are presented as gfx950 memory). Scenarios:
+Each run is a new Python process; the scenarios of run i run back to back, so each
+ratio is taken per run (paired) and its median reported. The HIP library is the no-op
+stand-in of tools/noop_hip (no device work is timed; CPU tensors are presented as gfx950
+memory), and the canary is off there (the no-op device runs no kernel, so no canary could
+pass); its cost is measured apart on the virtual gfx950 (below). Scenarios:
 
-  cold disk cache   an empty FlyDSL cache folder: the first call traces and compiles
-  warm disk cache   the folder the cold runs filled: the first call loads the kernel
-  warmup() first    warm cache; warmup() called before the first call (time shown separately)
-  in memory         FlyDSL's disk cache unusable (a file where the folder should be):
-                    compiled in memory with one warning, as relu() does then
+  prebuilt objects    what the package does: relu(x, out=y)'s first call reads the
+                      shipped code object, checks its sha256, hipModuleLoadData,
+                      hipModuleGetFunction, plans and launches. No FlyDSL is imported
+                      (checked: `flydsl` is not in sys.modules afterwards).
+  JIT, cold cache     what a first call cost when kernels were compiled at serve time:
+                      `import flydsl.compiler`, flyc.compile of the same kernel with an
+                      empty FlyDSL cache folder, and its first launch (module load)
+  JIT, warm cache     the same with the FlyDSL disk cache the cold runs filled
 
-Medians over --runs processes. The process's own start-up (interpreter, torch
-import) is reported apart from relu_flydsl's share. The no-op device runs no
-kernel, so no first-use canary could pass there: those scenarios run with
-RELU_FLYDSL_CANARY=0. The canary's cost is measured on the virtual gfx950
-(tools/vgpu), where kernels really run (emulated): first call with the canary
-off and on (warm disk cache), and the ratio.
+first_result = the package's import + everything the first call needed (FlyDSL's import
+and compile for JIT) + the first call; torch's own import and the interpreter are reported
+apart. The canary: the prebuilt first call on the virtual gfx950 (tools/vgpu, kernels
+emulated), canary off and on, and their ratio (an upper bound of its share: emulation
+makes a launch ~1000x slower than a gfx950 runs it).
 """
 
 import argparse
@@ -33,13 +37,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+NUMEL = 1 << 16
 
-CHILD = r"""
+PREBUILT_CHILD = r"""
 import json, sys, time, warnings
 t_start = time.perf_counter()
 sys.path[:0] = [{root!r}, {root!r} + "/torch-ext"]
-from tools import noop_hip, toolchain
-toolchain.apply()
+from tools import noop_hip
 noop_hip.load()
 import torch
 t_torch = time.perf_counter()
@@ -47,39 +51,63 @@ import relu_flydsl
 from relu_flydsl import _dispatch
 t_import = time.perf_counter()
 _dispatch.device_info = lambda t: _dispatch.DeviceInfo("gfx950", 0)
-from contextlib import contextmanager
-from relu_flydsl import _canary
-@contextmanager
-def _host_memory(nbytes, device):  # the no-op device's "memory" (warmup() loads modules with a launch)
-    yield torch.empty(nbytes, dtype=torch.uint8)
-_canary.device_memory = _host_memory
-x = torch.randn(1 << 16).to(getattr(torch, {dtype!r})); y = torch.empty_like(x)
-t_fly = time.perf_counter()
-import flydsl.compiler  # what relu()'s first FlyDSL call would import; timed on its own
-t_warm = time.perf_counter()
-if {warmup!r}:
-    relu_flydsl.warmup(({dtype!r},))
-t0 = time.perf_counter()
+x = torch.randn({numel}).to(getattr(torch, {dtype!r})); y = torch.empty_like(x)
 with warnings.catch_warnings(record=True) as w:
     warnings.simplefilter("always")
+    t0 = time.perf_counter()
     relu_flydsl.relu(x, out=y)
-t1 = time.perf_counter()
+    t1 = time.perf_counter()
 relu_flydsl.relu(x, out=y)
 t2 = time.perf_counter()
 stats = relu_flydsl.dispatch_stats()
 assert stats == {{"flydsl/v5/{dtype}": 2}}, stats
-print(json.dumps(dict(torch_import=t_torch - t_start, package_import=t_import - t_torch,
-                      flydsl_import=t_warm - t_fly, warmup=t0 - t_warm, first_call=t1 - t0,
-                      to_first_result=t1 - t_fly, second_call=t2 - t1,
-                      warnings=[str(m.message)[:120] for m in w])))
+assert "flydsl" not in sys.modules, "the serve path imported flydsl"
+print(json.dumps(dict(torch_import=t_torch - t_start, package_import=t_import - t_torch, flydsl_import=0.0,
+                      compile=0.0, first_call=t1 - t0, second_call=t2 - t1,
+                      first_result=(t_import - t_torch) + (t1 - t0), warnings=[str(m.message) for m in w])))
 """
 
+# The serve-time JIT the prebuilt objects replace: FlyDSL's import, flyc.compile of the
+# kernel relu() would choose, and its first launch through FlyDSL (which loads the module).
+JIT_CHILD = r"""
+import json, sys, time, warnings
+t_start = time.perf_counter()
+sys.path[:0] = [{root!r}, {root!r} + "/torch-ext", {root!r} + "/tools"]
+import toolchain
+toolchain.apply()
+from tools import noop_hip
+noop_hip.load()
+import torch
+t_torch = time.perf_counter()
+import relu_flydsl
+from relu_flydsl.flash_relu_rocm import plan
+from relu_flydsl.flash_relu_rocm.registry import RUNGS, DEFAULT_RUNG
+t_import = time.perf_counter()
+x = torch.randn({numel}).to(getattr(torch, {dtype!r})); y = torch.empty_like(x)
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    t0 = time.perf_counter()
+    import flydsl.compiler as flyc
+    t1 = time.perf_counter()
+    rung = RUNGS[DEFAULT_RUNG]
+    p = plan.plan(rung, {dtype!r}, x.numel(), x.data_ptr(), y.data_ptr())
+    grid = p.launches[0].grid
+    kernel = flyc.compile(rung.build({dtype!r}, p.vec), x, y, grid, 0)
+    t2 = time.perf_counter()
+    kernel(x, y, grid, 0)
+    t3 = time.perf_counter()
+kernel(x, y, grid, 0)
+t4 = time.perf_counter()
+print(json.dumps(dict(torch_import=t_torch - t_start, package_import=t_import - t_torch, flydsl_import=t1 - t0,
+                      compile=t2 - t1, first_call=t3 - t2, second_call=t4 - t3,
+                      first_result=(t_import - t_torch) + (t3 - t0), warnings=[str(m.message) for m in w])))
+"""
 
-# The canary's cost: the same first call on the virtual gfx950 (kernels emulated),
-# canary off or on. The canary's memory comes from the test suite's hook.
+# The canary's cost: the prebuilt first call on the virtual gfx950 (kernels emulated),
+# canary off or on. The canary's memory comes from tools/vgpu/serve.py.
 VGPU_CHILD = r"""
 import json, os, sys, time
-sys.path[:0] = [{root!r}, {root!r} + "/torch-ext", {root!r} + "/tools", {root!r} + "/tests"]
+sys.path[:0] = [{root!r}, {root!r} + "/torch-ext", {root!r} + "/tools"]
 import toolchain
 toolchain.apply()
 os.environ.pop("COMPILE_ONLY", None)
@@ -87,17 +115,11 @@ import vgpu
 dev = vgpu.device()
 import torch
 import relu_flydsl
-from relu_flydsl import _canary, _dispatch
 from vgpu.serve import serve
 serve(dev, relu_flydsl)
 dtype = getattr(torch, {dtype!r})
-x = (torch.randn(1 << 16) * 4).to(dtype); y = torch.empty_like(x)
+x = (torch.randn({numel}) * 4).to(dtype); y = torch.empty_like(x)
 dev.register(x, name="x"); dev.register(y, name="y")
-import flydsl.compiler
-from relu_flydsl.flash_relu_rocm import cache
-from relu_flydsl.flash_relu_rocm.registry import RUNGS
-rung = RUNGS[_dispatch.settings.default_rung]
-cache.compiled(rung, {dtype!r}, rung.max_vec({dtype!r}))  # compiled (disk cache), not yet loaded or run
 t0 = time.perf_counter()
 relu_flydsl.relu(x, out=y)
 t1 = time.perf_counter()
@@ -108,21 +130,24 @@ print(json.dumps(dict(first_call=t1 - t0, second_call=t2 - t1, canary_launches=l
 """
 
 
-def run_vgpu_child(cache_dir, dtype, canary):
-    env = dict(os.environ, FLYDSL_RUNTIME_CACHE_DIR=str(cache_dir), RELU_FLYDSL_CANARY="1" if canary else "0")
-    p = subprocess.run([sys.executable, "-c", VGPU_CHILD.format(root=str(ROOT), dtype=dtype)],
-                       capture_output=True, text=True, env=env, timeout=600)
+def run_child(code, env_extra):
+    env = dict(os.environ, **env_extra)
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)
+    wall = time.perf_counter() - t0
     if p.returncode != 0:
-        sys.exit(f"virtual-device child failed:\n{p.stdout}\n{p.stderr[-3000:]}")
-    return json.loads(p.stdout.strip().splitlines()[-1])
+        sys.exit(f"cold_start: a child process failed (exit {p.returncode}):\n{p.stdout}\n{p.stderr[-3000:]}")
+    result = json.loads(p.stdout.strip().splitlines()[-1])
+    result["process_wall"] = wall
+    return result
 
 
 def canary_cost():
-    """Per kernel (every rung x dtype at its widest vector, and the x1 kernels):
-    the canary's length, its input/output bytes, the whole guarded allocation,
-    and its emulated cost on the virtual gfx950 (waves, instructions per wave,
-    wave-instructions). Runs in this process."""
-    for p in (ROOT / "tools", ROOT / "torch-ext", ROOT / "tests"):
+    """Per kernel (every rung x dtype at its widest vector, and the x1 kernels): the
+    canary's length, its input/output bytes, the whole guarded allocation, and its
+    emulated cost on the virtual gfx950 (waves, instructions per wave, wave-instructions).
+    Runs in this process."""
+    for p in (ROOT / "tools", ROOT / "torch-ext", ROOT):
         sys.path.insert(0, str(p))
     import toolchain
 
@@ -134,7 +159,8 @@ def canary_cost():
     dev = vgpu.device()
     import relu_flydsl
     from relu_flydsl import _canary, _dispatch
-    from relu_flydsl.flash_relu_rocm.registry import DTYPES, ELEMENT_BYTES, RUNGS
+    from relu_flydsl._state import STATE
+    from relu_flydsl.flash_relu_rocm.registry import DTYPES, RUNGS
     from vgpu.serve import serve
 
     serve(dev, relu_flydsl)
@@ -145,22 +171,25 @@ def canary_cost():
     for name, rung in RUNGS.items():
         for dtype in DTYPES:
             for vec in sorted({1, rung.max_vec(dtype)}):
-                before = len(dev.canary_launches)
                 key = (name, dtype, vec, 0)
-                _dispatch.warmup(dtype, rungs=name, vecs=(vec,))  # compile, load the module, first canary
-                assert _dispatch._canaries.get(key, "missing") is None, (key, _dispatch._canaries.get(key))
-                del _dispatch._canaries[key]  # run it again, timed alone
+                _dispatch.warmup(dtype, rungs=name, vecs=(vec,))  # module load and the first canary
+                verdict = STATE.verdicts.get(key, "missing")
+                if verdict is not None:
+                    sys.exit(f"cold_start --canary-cost: the canary of {name}/{dtype}/x{vec} did not pass: {verdict}")
+                del STATE.verdicts[key]  # run it again, timed alone
                 before = len(dev.canary_launches)
                 t0 = time.perf_counter()
                 _dispatch.warmup(dtype, rungs=name, vecs=(vec,))
                 ms = (time.perf_counter() - t0) * 1e3
-                assert _dispatch._canaries.get(key, "missing") is None, (key, _dispatch._canaries.get(key))
+                if STATE.verdicts.get(key, "missing") is not None:
+                    sys.exit(f"cold_start --canary-cost: the second canary of {name}/{dtype}/x{vec} did not pass")
                 launches = dev.canary_launches[before:]
                 c = _canary.Canary(rung, dtype, vec)
                 waves = sum(r.grid[0] * -(-r.block[0] // 64) for r in launches)
                 per_wave = max(r.instructions for r in launches)
                 total = sum(r.instructions * r.grid[0] * -(-r.block[0] // 64) for r in launches)
-                rows.append((f"{name}/{dtype}/x{vec}", c.n, 2 * c.nbytes, c.total, len(launches), waves, per_wave, total, ms))
+                rows.append((f"{name}/{dtype}/x{vec}", c.n, 2 * c.nbytes, c.total, len(launches), waves, per_wave,
+                             total, ms))
     for r in rows:
         print(f"{r[0]:<22}{r[1]:>10}{r[2]:>13}{r[3]:>12}{r[4]:>10}{r[5]:>7}{r[6]:>12}{r[7]:>12}{r[8]:>13.1f}")
     print("elements = one tile + half a tile + one vector (a partial last block); allocation = x + out + "
@@ -169,17 +198,8 @@ def canary_cost():
     return rows
 
 
-def run_child(cache_dir, dtype, warmup):
-    env = dict(os.environ, FLYDSL_RUNTIME_CACHE_DIR=str(cache_dir), RELU_FLYDSL_CANARY="0")
-    code = CHILD.format(root=str(ROOT), dtype=dtype, warmup=warmup)
-    t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
-    wall = time.perf_counter() - t0
-    if p.returncode != 0:
-        sys.exit(f"child failed:\n{p.stdout}\n{p.stderr[-3000:]}")
-    result = json.loads(p.stdout.strip().splitlines()[-1])
-    result["process_wall"] = wall
-    return result
+def _progress(text):
+    print(f"\rcold start: {text}", end="", file=sys.stderr, flush=True)
 
 
 def main(argv=None):
@@ -190,61 +210,66 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.canary_cost:
         canary_cost()
-        return
+        return 0
 
-    rows = {}
+    fmt = dict(root=str(ROOT), dtype=args.dtype, numel=NUMEL)
+    scenarios = ("prebuilt objects", "JIT, cold cache", "JIT, warm cache")
+    rows = {name: [] for name in scenarios}
+    canary = {False: [], True: []}
     with tempfile.TemporaryDirectory(prefix="relu-cold-") as tmp:
         tmp = Path(tmp)
-        blocker = tmp / "not-a-folder"
-        blocker.write_text("")
-        scenarios = [
-            ("cold disk cache", lambda i: tmp / f"cold-{i}", False),
-            ("warm disk cache", lambda i: tmp / "cold-0", False),
-            ("warmup() first", lambda i: tmp / "cold-0", True),
-            ("in memory", lambda i: blocker / "cache", False),
-        ]
-        total = args.runs * len(scenarios)
+        total = args.runs * (len(scenarios) + 2)
         done = 0
-        for name, cache_dir, warmup in scenarios:
-            rows[name] = []
-            for i in range(args.runs):
-                rows[name].append(run_child(cache_dir(i), args.dtype, warmup))
+        for i in range(args.runs):
+            for name in scenarios:
+                if name == "prebuilt objects":
+                    r = run_child(PREBUILT_CHILD.format(**fmt), {"RELU_FLYDSL_CANARY": "0"})
+                else:
+                    cache = tmp / (f"cold-{i}" if name == "JIT, cold cache" else "cold-0")
+                    r = run_child(JIT_CHILD.format(**fmt), {"FLYDSL_RUNTIME_CACHE_DIR": str(cache)})
+                rows[name].append(r)
                 done += 1
-                print(f"\rcold start: {done}/{total} processes", end="", file=sys.stderr, flush=True)
-        canary_rows = {False: [], True: []}
-        for i in range(args.runs):  # the cache cold-0 is warm by now
-            for canary in (False, True):
-                canary_rows[canary].append(run_vgpu_child(tmp / "cold-0", args.dtype, canary))
-                print(f"\rcold start: canary runs {2 * i + canary + 1}/{2 * args.runs}", end="", file=sys.stderr,
-                      flush=True)
+                _progress(f"{done}/{total} processes")
+            for on in (False, True):
+                canary[on].append(run_child(VGPU_CHILD.format(**fmt), {"RELU_FLYDSL_CANARY": "1" if on else "0"}))
+                done += 1
+                _progress(f"{done}/{total} processes")
         print(file=sys.stderr)
 
     def med(name, key):
         return statistics.median(r[key] for r in rows[name]) * 1e3
 
-    print(f"time to first relu() result in a fresh process, {args.dtype}, 65536 elements, FlyDSL path "
-          f"(no-op HIP: host work only), median of {args.runs} processes, ms")
-    cols = ("package_import", "flydsl_import", "warmup", "first_call", "to_first_result", "second_call")
-    print("to_first_result = flydsl_import + warmup + first_call (torch's own import and the interpreter excluded)")
+    print(f"time to the first relu() result in a fresh process, {args.dtype}, {NUMEL} elements, no-op HIP "
+          f"(host work only), canary off, median of {args.runs} processes, ms")
+    cols = ("package_import", "flydsl_import", "compile", "first_call", "first_result", "second_call")
     print(f"{'scenario':<18}" + "".join(f"{c:>16}" for c in cols))
     for name in rows:
         print(f"{name:<18}" + "".join(f"{med(name, c):>16.2f}" for c in cols))
-    warned = {w for r in rows["in memory"] for w in r["warnings"]}
-    print(f"in-memory runs warned once each: {all(len(r['warnings']) == 1 for r in rows['in memory'])} ({'; '.join(sorted(warned))[:160]})")
-    print(f"torch import (not ours): {med('cold disk cache', 'torch_import'):.0f} ms; whole process: "
-          f"{med('cold disk cache', 'process_wall'):.0f} ms cold, {med('warm disk cache', 'process_wall'):.0f} ms warm")
+    pre = [r["first_result"] for r in rows["prebuilt objects"]]
+    for name in scenarios[1:]:
+        ratios = sorted(p / j["first_result"] for p, j in zip(pre, rows[name]))
+        print(f"first_result, prebuilt objects / {name}: {statistics.median(ratios):.3f} "
+              f"(per-run pairs {ratios[0]:.3f}-{ratios[-1]:.3f}; {1 / statistics.median(ratios):.0f}x faster)")
+    warned = sorted({w for rs in rows.values() for r in rs for w in r["warnings"]})
+    print("warnings during first calls: " + ("none" if not warned else ""))
+    for w in warned:
+        print(f"  {w}")
+    print(f"torch import (not ours): {med('prebuilt objects', 'torch_import'):.0f} ms; whole process: "
+          f"{med('prebuilt objects', 'process_wall'):.0f} ms prebuilt, {med('JIT, cold cache', 'process_wall'):.0f} ms "
+          f"JIT cold, {med('JIT, warm cache', 'process_wall'):.0f} ms JIT warm")
 
-    on = [r["first_call"] for r in canary_rows[True]]
-    off = [r["first_call"] for r in canary_rows[False]]
+    on = [r["first_call"] for r in canary[True]]
+    off = [r["first_call"] for r in canary[False]]
     ratios = sorted(a / b for a, b in zip(on, off))
-    print(f"first call on the virtual gfx950 (kernels emulated; warm disk cache), {args.dtype}, 65536 elements, "
+    print(f"first call on the virtual gfx950 (prebuilt objects, kernels emulated), {args.dtype}, {NUMEL} elements, "
           f"median of {args.runs} processes, ms:")
     print(f"  canary off {statistics.median(off) * 1e3:.2f}   canary on {statistics.median(on) * 1e3:.2f}   "
           f"ratio on/off {statistics.median(ratios):.2f} (per-process pairs {ratios[0]:.2f}-{ratios[-1]:.2f}); "
-          f"canary launches per process: {canary_rows[True][0]['canary_launches']} (off: "
-          f"{canary_rows[False][0]['canary_launches']})")
+          f"canary launches per process: {canary[True][0]['canary_launches']} (off: "
+          f"{canary[False][0]['canary_launches']})")
     print("  (emulation makes every launch ~1000x slower than a gfx950: the canary's share here is an upper bound)")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """The kernels' bit rule, torch's relu as torch specifies it, and what torch.relu does on a device.
 
-    python benchmarks/relu_semantics.py [--device cuda] [--json FILE]
+    .venv/bin/python benchmarks/relu_semantics.py [--device cuda] [--json FILE]
         prints (and writes) what torch.relu and torch.clamp(min=0, out=) do on that device to
         -0.0, NaN payloads (quiet, signalling, negative) and denormals. An observation, never
         a failure.
@@ -24,17 +24,25 @@ The facts this module is built on:
   Where its bits differ from the bit rule (sign of zero, NaN payloads) that is counted and
   reported as a note, never a failure; a wrong value is a failure.
 
-Pure torch: no flydsl, no kernels, so it runs on any machine with torch.
+Pure torch and flash_relu_rocm/dtypes.py (the dtype table): no flydsl, no kernels, so it runs
+on any machine with torch.
 """
 
 import argparse
 import json
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
-INT_VIEW = {"float32": "int32", "float16": "int16", "bfloat16": "int16"}
-WIDTH = {"float32": 32, "float16": 16, "bfloat16": 16}
-DTYPES = ("bfloat16", "float16", "float32")
+try:
+    from flash_relu_rocm import dtypes as _dtypes
+except ImportError:  # run as a script: the repository root holds flash_relu_rocm/
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from flash_relu_rocm import dtypes as _dtypes
+
+INT_VIEW = {name: d.int_view for name, d in _dtypes.TABLE.items()}
+WIDTH = {name: d.width for name, d in _dtypes.TABLE.items()}
+DTYPES = tuple(n for n in _dtypes.DTYPES if _dtypes.TABLE[n].floating)  # the observation is about floats
 
 
 def _torch():
@@ -147,25 +155,52 @@ class Differences:
 
 
 # ---- observation: what a relu does to the values where implementations differ ----------
-# (label, bits per dtype). Negative NaNs and signalling NaNs carry payloads on purpose.
-OBSERVED = (
-    ("+0.0", {"bfloat16": 0x0000, "float16": 0x0000, "float32": 0x00000000}),
-    ("-0.0", {"bfloat16": 0x8000, "float16": 0x8000, "float32": 0x80000000}),
-    ("quiet NaN", {"bfloat16": 0x7FC0, "float16": 0x7E00, "float32": 0x7FC00000}),
-    ("quiet NaN, payload", {"bfloat16": 0x7FC5, "float16": 0x7E55, "float32": 0x7FC12345}),
-    ("signalling NaN", {"bfloat16": 0x7F81, "float16": 0x7C01, "float32": 0x7F800001}),
-    ("negative quiet NaN", {"bfloat16": 0xFFC1, "float16": 0xFE01, "float32": 0xFFC00001}),
-    ("negative signalling NaN", {"bfloat16": 0xFF81, "float16": 0xFC01, "float32": 0xFF800001}),
-    ("smallest denormal", {"bfloat16": 0x0001, "float16": 0x0001, "float32": 0x00000001}),
-    ("largest denormal", {"bfloat16": 0x007F, "float16": 0x03FF, "float32": 0x007FFFFF}),
-    ("negative denormal", {"bfloat16": 0x8001, "float16": 0x8001, "float32": 0x80000001}),
-)
+def classify(u, dtype):
+    """A name for an unsigned bit pattern of a floating dtype: '-0.0', 'negative signalling
+    NaN, payload', 'largest denormal', '+inf', 'normal 0x3F80' ..."""
+    d = _dtypes.get(dtype)
+    sign_bit = 1 << (d.width - 1)
+    mag, neg = u & (sign_bit - 1), bool(u & sign_bit)
+    lsb = d.exp_all_ones & -d.exp_all_ones  # lowest exponent bit
+    quiet = lsb >> 1                        # the top mantissa bit
+    sign = "negative " if neg else ""
+    if mag > d.exp_all_ones:
+        payload = mag & (quiet - 1)
+        kind = "quiet" if mag & quiet else "signalling"
+        canonical = payload == (0 if mag & quiet else 1)
+        return f"{sign}{kind} NaN" + ("" if canonical else ", payload")
+    if mag == d.exp_all_ones:
+        return "-inf" if neg else "+inf"
+    if mag == 0:
+        return "-0.0" if neg else "+0.0"
+    if mag < lsb:
+        edge = "smallest " if mag == 1 else "largest " if mag == lsb - 1 else ""
+        return f"{sign}{edge}denormal"
+    if mag == d.exp_all_ones - 1:
+        return f"{sign}largest finite"
+    if mag == lsb:
+        return f"{sign}smallest normal"
+    if mag == (d.exp_all_ones >> 1) & d.exp_all_ones:
+        return "-1.0" if neg else "+1.0"
+    return f"{sign}normal {hexbits(u, dtype)}"
+
+
+def _observed():
+    """(label, {dtype: bits}) for every special pattern of flash_relu_rocm/dtypes.py: the
+    floating dtypes list the same classes in the same order."""
+    per = {n: _dtypes.TABLE[n].special for n in DTYPES}
+    lengths = {len(v) for v in per.values()}
+    assert len(lengths) == 1, f"the dtypes' special lists differ in length: {lengths}"
+    first = DTYPES[0]
+    return tuple((classify(per[first][i], first), {n: per[n][i] for n in DTYPES}) for i in range(lengths.pop()))
+
+
+OBSERVED = _observed()
 LARGE = 65536  # a size where vectorized paths run (CPU torch rewrites bf16 NaNs there)
 
 
 def _signed(v, dtype):
-    w = WIDTH[dtype]
-    return v - (1 << w) if v >= 1 << (w - 1) else v
+    return _dtypes.signed(v, WIDTH[dtype])
 
 
 def observe(relu, device, dtypes=DTYPES, large=LARGE):

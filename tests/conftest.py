@@ -54,28 +54,34 @@ def _vgpu_unavailable():
         import toolchain
 
         toolchain.find_tool("llvm-objdump")
-        toolchain.find_tool("ld.lld")
     except FileNotFoundError as e:
         return f"LLVM 22 tools missing ({e})"
-    try:
-        import flydsl  # noqa: F401
-    except ImportError:
-        return "flydsl is not installed"
     return None
+
+
+def shipped_objects_problem():
+    """None when torch-ext/relu_flydsl/code_objects/ holds the objects built
+    from these sources with this toolchain; else why not (the vgpu suites run
+    the shipped files, never a fresh compile, and refuse stale ones)."""
+    from flash_relu_rocm import build
+
+    try:
+        return build.stale()
+    except build.BuildError as e:
+        return f"cannot tell whether the code objects are current ({e})"
 
 
 @pytest.fixture(scope="session")
 def vgpu_device():
-    """The process-wide virtual gfx950 (stub built into tools/vgpu/build/)."""
+    """The process-wide virtual gfx950 (stub built into tools/vgpu/build/),
+    running the package's shipped code objects."""
     reason = _vgpu_unavailable()
     if reason:
         pytest.skip(f"virtual gfx950 unavailable: {reason}")
-    import os
-
-    import toolchain
-
-    toolchain.apply()
-    os.environ.pop("COMPILE_ONLY", None)  # kernels must be launchable in this process
+    stale = shipped_objects_problem()
+    if stale:
+        pytest.fail(f"the shipped code objects are not current: {stale}; "
+                    "run `.venv/bin/python -m flash_relu_rocm.build` (test.sh does)", pytrace=False)
     import vgpu
 
     return vgpu.device()
@@ -86,8 +92,8 @@ def vgpu(vgpu_device, monkeypatch):
     """A clean virtual device per test, with relu_flydsl seeing CPU tensors as
     gfx950 memory (`_dispatch.device_info` substituted) and its first-use
     canaries running on the virtual device (`_canary.device_memory`
-    substituted; their launches land in `vgpu.canary_launches`). Canary results
-    are forgotten before each test, so each test sees first uses. Set
+    substituted; their launches land in `vgpu.canary_launches`). The dispatch
+    state is reset before each test, so each test sees first uses. Set
     `vgpu.stream` to change the stream handle the dispatcher passes. At
     teardown any error recorded on the device, or a ladder launch (canaries
     included) whose grid is not exactly ceil(numel / tile), fails the test
@@ -118,14 +124,13 @@ def vgpu(vgpu_device, monkeypatch):
         forget_canaries(dispatch)
 
 
-def forget_canaries(dispatch):
-    """Tests only: forget canary results and loaded modules (so the next call is a
-    first use again) and the launch entries holding verified kernels."""
-    dispatch._canaries.clear()
-    dispatch.canary_runs.clear()
-    dispatch._warned.difference_update([k for k in dispatch._warned if isinstance(k, tuple) and k[0] == "canary"])
-    dispatch._loaded.clear()
-    dispatch.reset_dispatch_stats()
+def forget_canaries(dispatch=None):
+    """Tests only: the package's dispatch state as in a fresh process (loaded
+    modules, canary verdicts, entries, stats, warnings), so the next call is a
+    first use again."""
+    from relu_flydsl._state import STATE
+
+    STATE.reset()
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -1,9 +1,11 @@
-"""benchmarks/ladder.py's torch baseline (issue 11): torch is checked as torch specifies relu,
-its departures from the bit rule are notes, wrong values are still refused; the baseline mode,
-its cross-check and report, on CPU with fake timings. The rungs' bit-rule gate is tested in
-tests/test_benchmarks.py and is unchanged."""
+"""The ladder harness (benchmarks/ladder/) on CPU, with fake timings: torch is checked as torch
+specifies relu (its departures from the bit rule are notes, wrong values, |x|, zeros, sign flips,
+dropped NaNs, are refused); the size curve, where each rung crosses torch, the timing method per
+size; each timing window's own kernel-path counts; the baseline and gpu modes end to end, the
+cross-check and the report. The rungs' bit-rule gate is tested in tests/test_benchmarks.py."""
 
 import json
+import math
 import sys
 import types
 from pathlib import Path
@@ -12,9 +14,13 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import ladder  # noqa: E402
-import relu_semantics as rs  # noqa: E402
+sys.path.insert(0, str(ROOT))
+from benchmarks import relu_semantics as rs  # noqa: E402
+from benchmarks.ladder import __main__ as cli  # noqa: E402
+from benchmarks.ladder import cases as cases_mod  # noqa: E402
+from benchmarks.ladder import checks, gpu, nogpu, report, timing  # noqa: E402
+from flash_relu_rocm.dtypes import ELEMENT_BYTES  # noqa: E402
+from flash_relu_rocm.registry import RUNGS  # noqa: E402
 
 DTYPES = ["float32", "float16", "bfloat16"]
 SMALL = (1, 7, 8, 1000, 4257)
@@ -23,41 +29,41 @@ SMALL = (1, 7, 8, 1000, 4257)
 def _neg_zero_count(dtype, sizes=SMALL):
     n = 0
     for size in sizes:
-        x = ladder.check_input(size, dtype, "cpu", seed=size)
+        x = checks.check_input(size, dtype, "cpu", seed=size)
         n += int(((x == 0) & torch.signbit(x)).sum())
     return n
 
 
 def _max_zero(x, out):  # as torch on an NVIDIA GPU: -0.0 -> +0.0, NaN bits kept
-    torch.where(x == 0, torch.zeros_like(x), ladder.bit_rule(x), out=out)
+    torch.where(x == 0, torch.zeros_like(x), checks.bit_rule(x), out=out)
 
 
 def _canonical_nan(x, out):  # a baseline that rewrites every NaN to the default NaN
-    out.copy_(ladder.bit_rule(x))
+    out.copy_(checks.bit_rule(x))
     out[torch.isnan(out)] = float("nan")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_torch_check_accepts_neg_zero_to_pos_zero_and_notes_it(dtype):
-    fails, diff = ladder.check_baseline(_max_zero, dtype, "cpu", SMALL)
+    fails, diff = checks.check_baseline(_max_zero, dtype, "cpu", SMALL)
     assert fails == []
     n, total = _neg_zero_count(dtype), sum(SMALL)
     assert n > 0
     assert diff.note() == f"torch on this device: -0.0 -> +0.0 in {n} of {total} elements"
     # the rungs' gate refuses the same result
-    assert any("differ from the bit rule" in f for f in ladder.check_impl(_max_zero, dtype, "cpu", SMALL))
+    assert any("differ from the bit rule" in f for f in checks.check_impl(_max_zero, dtype, "cpu", SMALL))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_torch_check_accepts_rewritten_nan_payloads_and_notes_them(dtype):
-    fails, diff = ladder.check_baseline(_canonical_nan, dtype, "cpu", SMALL)
+    fails, diff = checks.check_baseline(_canonical_nan, dtype, "cpu", SMALL)
     assert fails == []
     assert "NaN bits changed in" in diff.note() and "-0.0" not in diff.note()
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_torch_check_of_the_bit_rule_has_no_note(dtype):
-    fails, diff = ladder.check_baseline(lambda x, out: out.copy_(ladder.bit_rule(x)), dtype, "cpu", SMALL)
+    fails, diff = checks.check_baseline(lambda x, out: out.copy_(checks.bit_rule(x)), dtype, "cpu", SMALL)
     assert fails == [] and diff.note() == "" and not diff.any
 
 
@@ -66,28 +72,28 @@ def _identity(x, out):
 
 
 def _nan_to_zero(x, out):
-    out.copy_(ladder.bit_rule(x))
+    out.copy_(checks.bit_rule(x))
     out[torch.isnan(out)] = 0
 
 
 def _nan_for_one(x, out):
-    out.copy_(ladder.bit_rule(x))
+    out.copy_(checks.bit_rule(x))
     out[-1] = float("nan") if not torch.isnan(x[-1]) else 1.0
 
 
 def _off_value(x, out):
-    out.copy_(ladder.bit_rule(x))
+    out.copy_(checks.bit_rule(x))
     pos = (out > 0) & torch.isfinite(out)
     out[pos] = out[pos] * 2
 
 
 def _write_past_end(x, out):
-    out.copy_(ladder.bit_rule(x))
+    out.copy_(checks.bit_rule(x))
     out.as_strided((out.numel() + 1,), (1,))[-1] = 1.0
 
 
 def _clobber_input(x, out):
-    out.copy_(ladder.bit_rule(x))
+    out.copy_(checks.bit_rule(x))
     x.zero_()
 
 
@@ -106,7 +112,7 @@ def _raises(x, out):
 ])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_torch_check_still_refuses_wrong_values(bad, expect, dtype):
-    fails, _ = ladder.check_baseline(bad, dtype, "cpu", SMALL)
+    fails, _ = checks.check_baseline(bad, dtype, "cpu", SMALL)
     assert fails and any(expect in f for f in fails), fails
 
 
@@ -122,30 +128,30 @@ def test_differences_note_wording():
 
 # ---- report: notes in rows, table, CSV, JSON -------------------------------------------
 def test_note_reaches_row_table_and_csv(tmp_path):
-    case = ladder.Case((8192, 8192), "bfloat16", ("shapes",))
+    case = cases_mod.Case((8192, 8192), "bfloat16", ("shapes",))
     note = "torch on this device: -0.0 -> +0.0 in 3 of 67108864 elements"
-    rows = ladder.summarize(case, {"v5": [1e-4] * 3, "torch": [2e-4] * 3}, notes={"torch": note})
+    rows = report.summarize(case, {"v5": [1e-4] * 3, "torch": [2e-4] * 3}, notes={"torch": note})
     by = {r["impl"]: r for r in rows}
     assert by["torch"]["note"] == note and by["torch"]["gbps"] > 0 and by["v5"]["note"] is None
     assert by["v5"]["vs_torch"] == pytest.approx(2.0)  # the baseline still gives the ratio
-    table = ladder.ladder_table(rows, ["v5", "torch"])
+    table = report.ladder_table(rows, ["v5", "torch"])
     assert "[1]" in table and f"[1] torch, 8192x8192 bfloat16: {note}" in table and "2.00x" in table
-    ladder.write_csv(rows, tmp_path / "l.csv")
+    report.write_csv(rows, tmp_path / "l.csv")
     assert note in (tmp_path / "l.csv").read_text()
     json.dumps(rows)
 
 
 def test_summarize_without_a_known_peak_gives_no_percent():
-    case = ladder.Case((8192, 8192), "float32", ("shapes",))
-    (row,) = ladder.summarize(case, {"torch": [1e-4]}, peak=None)
+    case = cases_mod.Case((8192, 8192), "float32", ("shapes",))
+    (row,) = report.summarize(case, {"torch": [1e-4]}, peak=None)
     assert row["pct_peak"] is None and row["gbps"] > 0
 
 
 def test_peak_is_named_for_its_device():
-    assert ladder.peak_for("anything", gfx950=True) == (8000.0, "MI350X peak 8 TB/s (reference)")
-    gb, label = ladder.peak_for("NVIDIA H200")
+    assert report.peak_for("anything", gfx950=True) == (8000.0, "MI350X peak 8 TB/s (reference)")
+    gb, label = report.peak_for("NVIDIA H200")
     assert gb == 4800.0 and label.startswith("H200 peak")
-    assert ladder.peak_for("NVIDIA A100-SXM4-80GB")[0] is None
+    assert report.peak_for("NVIDIA A100-SXM4-80GB")[0] is None
 
 
 def test_plot_has_one_panel_per_dtype_and_a_named_peak(tmp_path):
@@ -153,8 +159,8 @@ def test_plot_has_one_panel_per_dtype_and_a_named_peak(tmp_path):
     rows = []
     for dtype in ("bfloat16", "float32"):
         for shape in [(4096, 8192), (8192, 8192)]:
-            rows += ladder.summarize(ladder.Case(shape, dtype, ("band",)), {"v5": [2e-5], "torch": [4e-5]})
-    drawn = ladder.plot(rows, tmp_path / "p.png", ["v5", "torch"])
+            rows += report.summarize(cases_mod.Case(shape, dtype, ("band",)), {"v5": [2e-5], "torch": [4e-5]})
+    drawn = report.plot(rows, tmp_path / "p.png", ["v5", "torch"])
     assert set(drawn) == {"bfloat16", "float32"}
     for labels in drawn.values():
         assert labels == ["v5", "torch (clamp into out)", "MI350X peak 8 TB/s (reference)"]
@@ -163,16 +169,22 @@ def test_plot_has_one_panel_per_dtype_and_a_named_peak(tmp_path):
 
 # ---- cases without `kernels` ----------------------------------------------------------
 def test_cases_need_no_kernels(monkeypatch):
+    """The harness and benchmark.py read one list of shapes (flash_relu_rocm/workloads.py);
+    the harness's cases need neither `kernels` nor benchmark.py."""
     kernels = pytest.importorskip("kernels", reason="kernels not installed: benchmark.py cannot be imported to compare")
     del kernels
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import benchmark
 
+    from flash_relu_rocm import workloads
+
+    # the same file (benchmark.py loads it by path, as it must in a built kernel repository)
+    assert Path(benchmark._tables.workloads.__file__).resolve() == Path(workloads.__file__).resolve()
+    assert benchmark.POST_SHAPES == workloads.POST_SHAPES and benchmark.CACHE_BAND_SHAPES == workloads.CACHE_BAND_SHAPES
     for name in ("kernels", "kernels.benchmark", "benchmark"):
         monkeypatch.setitem(sys.modules, name, None)  # any import of them now fails
-    shapes = ladder.bench_shapes()
-    assert shapes == {"POST_SHAPES": benchmark.POST_SHAPES, "CACHE_BAND_SHAPES": benchmark.CACHE_BAND_SHAPES}
-    assert len(ladder.cases(("bfloat16", "float32"), ("shapes",))) == 8
+    assert len(cases_mod.cases(("bfloat16", "float32"), ("shapes",))) == 8
+    assert {c.shape for c in cases_mod.cases(sweeps=("band",))} == set(workloads.CACHE_BAND_SHAPES)
 
 
 # ---- the cross-check and the baseline mode ----------------------------------------------
@@ -181,19 +193,19 @@ def test_crosscheck_ratio(monkeypatch):
     monkeypatch.setitem(sys.modules, "triton", types.SimpleNamespace(testing=testing))
     monkeypatch.setitem(sys.modules, "triton.testing", testing)
     calls = []
-    cc = ladder.crosscheck(lambda: calls.append(1), 1e-3, 4e9)
+    cc = timing.crosscheck(lambda: calls.append(1), 1e-3, 4e9)
     assert calls and cc["available"] and cc["ratio"] == pytest.approx(2.0)  # harness 1 ms, do_bench 2 ms
     assert cc["do_bench_gbps"] == pytest.approx(2000.0)
     monkeypatch.setitem(sys.modules, "triton", None)
     monkeypatch.setitem(sys.modules, "triton.testing", None)
-    cc = ladder.crosscheck(lambda: None, 1e-3, 4e9)
+    cc = timing.crosscheck(lambda: None, 1e-3, 4e9)
     assert not cc["available"] and "not importable" in cc["reason"]
 
 
 def test_baseline_mode_without_a_gpu_says_so(capsys):
     if torch.cuda.is_available():
         pytest.skip("a GPU is visible: the no-GPU refusal cannot be exercised here")
-    assert ladder.main(["--mode", "baseline"]) == 2
+    assert cli.main(["--mode", "baseline"]) == 2
     err = capsys.readouterr().err
     assert "NO GPU HERE" in err and "Nothing was timed" in err
 
@@ -201,25 +213,24 @@ def test_baseline_mode_without_a_gpu_says_so(capsys):
 def test_baseline_mode_end_to_end_on_cpu(tmp_path, monkeypatch, capsys):
     """The GPU code path of --mode baseline with DEVICE = "cpu" and a fake timer: CPU torch
     rewrites bf16 NaN payloads in large tensors, so bf16 rows must carry a note and still a time."""
-    monkeypatch.setattr(ladder, "DEVICE", "cpu")
-    monkeypatch.setattr(ladder, "any_gpu", lambda: (True, "cpu"))
-    monkeypatch.setattr(ladder, "bench_shapes", lambda: {"POST_SHAPES": ((64, 256), (32, 128)), "CACHE_BAND_SHAPES": ()})
-    monkeypatch.setattr(ladder, "CHECK_SIZES", SMALL)
-    monkeypatch.setattr(ladder.check_baseline, "__defaults__", (SMALL,))
+    monkeypatch.setattr(gpu, "DEVICE", "cpu")
+    monkeypatch.setattr(gpu, "any_gpu", lambda: (True, "cpu"))
+    monkeypatch.setattr(cases_mod.workloads, "POST_SHAPES", ((64, 256), (32, 128)))
+    monkeypatch.setattr(checks, "CHECK_SIZES", SMALL)
     ran = []
 
-    def fake_time(fn, iters, warmup):
+    def fake_time(fn, iters, warmup, host=False):
         fn()
-        ran.append(1)
-        return 1e-5
+        ran.append(host)
+        return timing.Timing(1e-5, 2e-5 if host else None)
 
-    monkeypatch.setattr(ladder, "time_launches", fake_time)
+    monkeypatch.setattr(timing, "time_launches", fake_time)
     monkeypatch.setattr(rs.observe, "__defaults__", (rs.DTYPES, 256))
-    rc = ladder.main(["--mode", "baseline", "--dtypes", "bfloat16", "float32", "--sweeps", "shapes",
+    rc = cli.main(["--mode", "baseline", "--dtypes", "bfloat16", "float32", "--sweeps", "shapes",
                       "--rounds", "3", "--out", str(tmp_path)])
     out = capsys.readouterr().out
     assert rc == 0, out
-    assert len(ran) == 2 * 2 * 3
+    assert len(ran) == 2 * 2 * 3 and all(ran)  # small sizes: host time too
     doc = json.loads((tmp_path / "baseline.json").read_text())
     rows = doc["rows"]
     assert {r["impl"] for r in rows} == {"torch"} and all(r["gbps"] for r in rows)
@@ -243,7 +254,7 @@ class _FakeRelu:
     def relu(self, x, out=None, rung=None):
         key = f"flydsl/{rung}/{str(x.dtype).removeprefix('torch.')}"
         self.stats[key] = self.stats.get(key, 0) + 1
-        (_max_zero if rung == "v4" else lambda x, out: out.copy_(ladder.bit_rule(x)))(x, out)
+        (_max_zero if rung == "v4" else lambda x, out: out.copy_(checks.bit_rule(x)))(x, out)
         return out
 
     def dispatch_stats(self):
@@ -251,15 +262,15 @@ class _FakeRelu:
 
 
 def test_gpu_mode_end_to_end_on_cpu_gates_rungs_on_the_bit_rule(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(ladder, "DEVICE", "cpu")
-    monkeypatch.setattr(ladder, "gfx950_device", lambda: (True, "fake gfx950"))
-    monkeypatch.setattr(ladder, "load_relu", lambda variant=None: _FakeRelu())
-    monkeypatch.setattr(ladder, "bench_shapes", lambda: {"POST_SHAPES": ((64, 256),), "CACHE_BAND_SHAPES": ()})
-    monkeypatch.setattr(ladder.check_impl, "__defaults__", (SMALL,))
-    monkeypatch.setattr(ladder.check_baseline, "__defaults__", (SMALL,))
-    monkeypatch.setattr(ladder, "time_launches", lambda fn, iters, warmup: [fn() for _ in range(iters + warmup)] and 1e-5)
+    monkeypatch.setattr(gpu, "DEVICE", "cpu")
+    monkeypatch.setattr(gpu, "gfx950_device", lambda: (True, "fake gfx950"))
+    monkeypatch.setattr(gpu, "load_relu", lambda variant=None: _FakeRelu())
+    monkeypatch.setattr(cases_mod.workloads, "POST_SHAPES", ((64, 256),))
+    monkeypatch.setattr(checks, "CHECK_SIZES", SMALL)
+    monkeypatch.setattr(timing, "time_launches",
+                        lambda fn, iters, warmup, host=False: [fn() for _ in range(iters + warmup)] and timing.Timing(1e-5))
     monkeypatch.setattr(rs.observe, "__defaults__", (rs.DTYPES, 256))
-    rc = ladder.main(["--mode", "gpu", "--rungs", "v4", "v5", "--sweeps", "shapes", "--rounds", "3", "--iters", "2",
+    rc = cli.main(["--mode", "gpu", "--rungs", "v4", "v5", "--sweeps", "shapes", "--rounds", "3", "--iters", "2",
                       "--warmup", "1", "--out", str(tmp_path)])
     out = capsys.readouterr().out
     assert rc == 1, out  # v4 refused
@@ -281,3 +292,198 @@ def test_same_ignoring_zero_sign_used_by_the_hardware_suite():
         other_nan[3] ^= 1  # the NaN's payload, last bit flipped: still NaN, other bits
         assert rs.same_ignoring_zero_sign(a, other_nan.view(dtype)).tolist() == [True, True, True, False]
         assert not bool(rs.same_ignoring_zero_sign(a, torch.tensor([0.0, 0.0, 2.0, float("nan")], dtype=dtype)).all())
+
+
+# ---- the baseline value check refuses wrong-value baselines ------------------------------
+def _abs(x, out):
+    torch.abs(x, out=out)
+
+
+def _zeros(x, out):
+    out.zero_()
+
+
+def _sign_flip(x, out):
+    out.copy_(-ladder_bit_rule(x))
+
+
+def _nan_dropped(x, out):  # NaN inputs come back as a number (here +inf), everything else right
+    out.copy_(ladder_bit_rule(x))
+    out[torch.isnan(x)] = float("inf")
+
+
+def ladder_bit_rule(x):
+    return checks.bit_rule(x)
+
+
+@pytest.mark.parametrize("bad, expect", [
+    (_abs, "values differ"),
+    (_zeros, "values differ"),
+    (_sign_flip, "values differ"),
+    (_nan_dropped, "did not give NaN"),
+], ids=["abs", "zeros", "sign-flip", "nan-dropped"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_value_check_refuses_wrong_baselines(bad, expect, dtype):
+    """relu_semantics.value_failures, the torch baseline's gate, on the harness's check inputs."""
+    fails, _ = checks.check_baseline(bad, dtype, "cpu", SMALL)
+    assert fails and any(expect in f for f in fails), fails
+    for n in (1000, 4257):  # and on each input alone that holds every class, as the timed buffers are checked
+        x = checks.check_input(n, dtype, "cpu", seed=n)
+        out = torch.empty_like(x)
+        bad(x, out)
+        assert rs.value_failures(x, out), (n, bad.__name__)
+
+
+def test_value_check_sees_single_wrong_elements():
+    """One wrong element of each kind among right ones is enough."""
+    x = torch.tensor([-2.0, -0.0, 0.0, 3.0, float("nan"), 5.0])
+    right = checks.bit_rule(x)
+    assert rs.value_failures(x, right) == []
+    for i, v in ((0, 2.0), (3, 0.0), (3, -3.0), (4, 0.0), (5, float("nan"))):
+        out = right.clone()
+        out[i] = v
+        assert rs.value_failures(x, out), (i, v)
+
+
+# ---- the whole curve ---------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_curve_spans_64k_to_2g_log_spaced(dtype):
+    cs = cases_mod.cases((dtype,), ("curve",))
+    t = [c.traffic for c in cs]
+    assert t == sorted(t) and len(set(t)) == len(t)
+    assert t[0] <= 64 * 1024 * 1.02 and t[-1] >= 2 * 2 ** 30 * 0.99  # 64 KiB .. >= 2 GiB
+    steps = [b / a for a, b in zip(t, t[1:])]
+    assert max(steps) <= 2 ** (1 / 3) * 1.02  # >= 3 points per octave everywhere
+    lo, hi = cases_mod.L2_BYTES // 2, 2 * cases_mod.LLC_BYTES  # through the MI350X cache band: denser
+    band = [b / a for a, b in zip(t, t[1:]) if lo <= a and b <= hi]
+    assert band and max(band) <= 2 ** (1 / 6) * 1.02
+    for octave in range(16, 31):  # every octave of the curve holds at least 3 points
+        assert sum(2 ** octave <= x < 2 ** (octave + 1) for x in t) >= 3, octave
+    assert all(c.shape == (c.numel,) and c.numel % cases_mod.NUMEL_QUANTUM == 0 for c in cs)
+
+
+def test_curve_points_merge_with_the_posts_shapes():
+    cs = cases_mod.cases(("bfloat16",))
+    by = {c.name: c for c in cs}
+    assert by["8192x8192"].sweeps == ("shapes", "band", "curve")  # 256 MiB: a curve point too
+    assert "67108864" not in by  # not timed twice
+    assert len({c.numel for c in cs}) == len(cs)
+
+
+def test_curve_traffic_rejects_a_band_density_it_cannot_nest():
+    with pytest.raises(ValueError, match="multiple"):
+        cases_mod.curve_traffic(per_octave=4, band_per_octave=6)
+
+
+def test_timing_method_suits_the_size():
+    assert timing.method_for(64 * 1024) == timing.EVENTS_HOST
+    assert timing.method_for(timing.HOST_TIMED_BELOW - 1) == timing.EVENTS_HOST
+    assert timing.method_for(timing.HOST_TIMED_BELOW) == timing.EVENTS
+    case = cases_mod.Case((16384,), "float32", ("curve",))
+    rows = {r["impl"]: r for r in report.summarize(
+        case, {"v5": [timing.Timing(4e-6, 6e-6)] * 3, "torch": [timing.Timing(4e-6, 2e-6)] * 3},
+        method=timing.EVENTS_HOST)}
+    assert rows["v5"]["host_bound"] is True and rows["v5"]["host_us"] == pytest.approx(6.0)
+    assert rows["torch"]["host_bound"] is False and rows["v5"]["method"] == "events+host"
+    assert "host_us" in report.CSV_COLUMNS and "method" in report.CSV_COLUMNS
+
+
+# ---- where each rung crosses torch ----------------------------------------------------------
+def _rows(points, impl="v5", dtype="bfloat16"):
+    """Rows at (traffic MB, rung GB/s, torch GB/s)."""
+    rows = []
+    for mb, g, tg in points:
+        numel = int(mb * 1e6 / 4)
+        case = cases_mod.Case((numel,), dtype, ("curve",))
+        rows += report.summarize(case, {impl: [case.traffic / (g * 1e9)], "torch": [case.traffic / (tg * 1e9)]})
+    return rows
+
+
+def test_crossing_is_found_and_interpolated():
+    rows = _rows([(1, 100, 200), (10, 500, 600), (100, 3000, 2000), (1000, 6000, 5000)])
+    (c,) = report.crossings(rows)
+    assert (c["impl"], c["dtype"], c["to"]) == ("v5", "bfloat16", "above")
+    assert c["lo_mb"] == pytest.approx(10, rel=1e-3) and c["hi_mb"] == pytest.approx(100, rel=1e-3)
+    r1, r2 = 500 / 600, 3000 / 2000  # log(ratio) linear in log(traffic)
+    f = math.log(r1) / (math.log(r1) - math.log(r2))
+    assert c["at_mb"] == pytest.approx(10 * 10 ** f, rel=1e-3)
+    table = report.ladder_table(rows, ["v5", "torch"])
+    assert "3000*" in table and table.count("*") == 2  # the marked cell and the legend
+    assert f"v5 bfloat16: above torch from ~{c['at_mb']:.0f} MB (between 10 MB and 100 MB)" in table
+
+
+def test_crossings_both_ways_touching_and_never():
+    rows = _rows([(1, 100, 200), (10, 300, 200), (100, 100, 200)])
+    assert [c["to"] for c in report.crossings(rows)] == ["above", "below"]
+    touch = _rows([(1, 100, 200), (10, 200, 200), (100, 100, 200)])
+    assert report.crossings(touch) == []  # reaching torch's level and turning back is no crossing
+    through = _rows([(1, 100, 200), (10, 200, 200), (100, 300, 200)])
+    (c,) = report.crossings(through)
+    assert c["at_mb"] == pytest.approx(10, rel=1e-3) and c["to"] == "above"
+    never = _rows([(1, 100, 200), (10, 150, 200)])
+    assert report.crossings(never) == []
+    assert report.crossing_lines(never, ["v5", "torch"]) == ["v5 bfloat16: below torch at every measured size (1 MB .. 10 MB)"]
+    per_dtype = _rows([(1, 100, 200), (10, 300, 200)]) + _rows([(1, 300, 200), (10, 100, 200)], dtype="float32")
+    assert {(c["dtype"], c["to"]) for c in report.crossings(per_dtype)} == {("bfloat16", "above"), ("float32", "below")}
+
+
+def test_plot_marks_crossings_host_bound_points_and_caches(tmp_path):
+    pytest.importorskip("matplotlib", reason="matplotlib not installed: the PNG plot cannot be drawn")
+    rows = _rows([(0.1, 50, 100), (1, 200, 400), (10, 900, 1000), (100, 4000, 3000), (1000, 6000, 5000)])
+    for r in rows:
+        if r["traffic_mb"] < 1:
+            r["host_bound"] = True
+    drawn = report.plot(rows, tmp_path / "c.png", ["v5", "torch"])
+    assert drawn["bfloat16"] == ["v5", "torch (clamp into out)", "MI350X peak 8 TB/s (reference)"]
+    assert (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# ---- each timing window proves its own calls took the kernel path -------------------------
+def test_window_failures_read_this_windows_calls_only():
+    exp = {"v4": ("flydsl/v4/bfloat16", 120), "v5": ("flydsl/v5/bfloat16", 120)}
+    before = {"flydsl/v4/bfloat16": 500, "flydsl/v5/bfloat16": 500, "fallback/empty tensor": 3}
+    ok = {"flydsl/v4/bfloat16": 620, "flydsl/v5/bfloat16": 620, "fallback/empty tensor": 3}
+    assert checks.window_failures(before, ok, exp) == {}
+    # cumulative counts already above the window's: this window's v5 calls went nowhere
+    short = dict(ok, **{"flydsl/v5/bfloat16": 500})
+    assert set(checks.window_failures(before, short, exp)) == {"v5"}
+    # a fallback inside the window (even with every rung's count right) fails every rung
+    stray = dict(ok, **{"fallback/empty tensor": 4})
+    fails = checks.window_failures(before, stray, exp)
+    assert set(fails) == {"v4", "v5"} and "fallback/empty tensor" in fails["v5"]
+    # a rung asked for v5 that ran v4's kernel
+    swapped = dict(before, **{"flydsl/v4/bfloat16": 740})
+    assert set(checks.window_failures(before, swapped, exp)) == {"v4", "v5"}
+
+
+def test_gpu_mode_refuses_a_rung_whose_timed_calls_fell_back(tmp_path, monkeypatch, capsys):
+    """The timed window's calls, not the check's: a rung that passes its checks and then
+    falls back while timed is refused (its numbers would be torch's)."""
+    class Flaky(_FakeRelu):
+        def __init__(self):
+            super().__init__()
+            self.calls = 0
+
+        def relu(self, x, out=None, rung=None):
+            self.calls += 1
+            if rung == "v5" and self.calls > len(SMALL) + 1:  # checks passed; within the window it falls back
+                self.stats["fallback/disabled by RELU_FLYDSL_DISABLE"] = self.stats.get("fallback/disabled by RELU_FLYDSL_DISABLE", 0) + 1
+                out.copy_(checks.bit_rule(x))
+                return out
+            return super().relu(x, out, rung)
+
+    monkeypatch.setattr(gpu, "DEVICE", "cpu")
+    monkeypatch.setattr(gpu, "gfx950_device", lambda: (True, "fake gfx950"))
+    monkeypatch.setattr(gpu, "load_relu", lambda variant=None: Flaky())
+    monkeypatch.setattr(cases_mod.workloads, "POST_SHAPES", ((64, 256),))
+    monkeypatch.setattr(checks, "CHECK_SIZES", SMALL)
+    monkeypatch.setattr(timing, "time_launches",
+                        lambda fn, iters, warmup, host=False: [fn() for _ in range(iters + warmup)] and timing.Timing(1e-5))
+    monkeypatch.setattr(rs.observe, "__defaults__", (rs.DTYPES, 256))
+    rc = cli.main(["--mode", "gpu", "--rungs", "v5", "--sweeps", "shapes", "--rounds", "2", "--iters", "2",
+                   "--warmup", "1", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert rc == 1, out
+    assert "check v5    bfloat16 ok" in out  # the checks passed ...
+    rows = {r["impl"]: r for r in json.loads((tmp_path / "ladder.json").read_text())["rows"]}
+    assert rows["v5"]["gbps"] is None and "other paths" in rows["v5"]["status"]  # ... the window did not

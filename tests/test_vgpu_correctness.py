@@ -110,13 +110,13 @@ class TestLayouts:
         S.assert_guards(xbuf, x)
 
     def test_chunked_launches(self, vgpu, monkeypatch, rung, dtype):
-        import relu_flydsl._dispatch as dispatch
+        from relu_flydsl._state import STATE
         from relu_flydsl.flash_relu_rocm import plan
 
         # the dispatcher's own planner module. Plans are cached per size:
-        # reset_dispatch_stats() drops the cache, before and after the lowered limits.
+        # STATE.reset() drops the cache, before and after the lowered limits.
         monkeypatch.setattr(plan, "LIMITS", plan.LaunchLimits(max_index=9000, max_buffer_bytes=12000))
-        dispatch.reset_dispatch_stats()
+        STATE.reset()
         try:
             n = 30011 if dtype == torch.float32 else 30016  # odd: vec 1; even: vec 8 or 4
             xbits = S.make_bits("mixed", n, dtype, seed=5)
@@ -124,7 +124,7 @@ class TestLayouts:
             out, obuf = vgpu.guarded((n,), dtype, name="out")
             launched = _run_checked(vgpu, rung, dtype, xbits, x, xbuf, out, obuf)
         finally:
-            dispatch.reset_dispatch_stats()
+            STATE.reset()
         assert len(launched) > 2, f"expected a split launch, got {len(launched)}"
         # every chunk's numel argument stays within the lowered limits
         assert all(r.args[1] <= 9000 for r in launched)

@@ -1,13 +1,16 @@
 """relu-flydsl: torch.relu for AMD MI350X/MI355X (gfx950) from the FlyDSL ladder.
 
-    relu(x, out=None)       y = +0.0 if x < 0 else x, on the bits; FlyDSL kernel on gfx950
+    relu(x, out=None)       y = +0.0 if x < 0 else x, on the bits; a shipped gfx950 kernel
     layers.ReLU             the same as an nn.Module for kernels.kernelize
     dispatch_stats()        which path each call took (kernel rung or fallback + why)
-    warmup(dtypes)          compile kernels ahead of the first call
+    warmup(dtypes)          load kernels (and run their canaries) ahead of the first call
     verify_digest(path)     check an installed variant's files against its digest
                             (verify_variant: its deprecated version-1 name)
 
-flydsl is imported only when the FlyDSL path first runs.
+The kernels are prebuilt gfx950 code objects (code_objects/, checked against
+their sha256 before loading): at run time nothing compiles, links or imports
+FlyDSL; the package needs only the standard library, torch and the HIP
+runtime ROCm torch has loaded.
 """
 
 from . import layers

@@ -6,9 +6,11 @@ once on that device on a small canary and the result is checked on the host:
 
     [guard | x: n elements | guard | out: n elements | guard]   one allocation
 
-- x holds every special bit pattern of the dtype (NaN payloads quiet,
-  signalling and negative, +-inf, +-0, denormals, extremes, +-1), random
-  numbers and raw random bit patterns; the specials also fill the tail;
+- x holds every special bit pattern of the dtype (flash_relu_rocm/dtypes.py:
+  NaN payloads quiet, signalling and negative, +-inf, +-0, denormals,
+  extremes, +-1), each at every lane position of the kernel's vector, at the
+  start and in the partial tail, with random numbers and raw random bit
+  patterns between;
 - n = one tile + half a tile + one vector: a partial last block (and wave);
 - out must equal the bit rule `+0.0 if x < 0 else x` bit for bit; x and every
   guard byte must be unchanged.
@@ -22,28 +24,22 @@ from contextlib import contextmanager
 
 import torch
 
+from .flash_relu_rocm import dtypes as _dtypes
 from .flash_relu_rocm import plan as _plan
 from .flash_relu_rocm.registry import ELEMENT_BYTES
 
-ENV_CANARY = "RELU_FLYDSL_CANARY"  # "0": no canaries (for hardware already verified)
 SENTINEL = 0xA5                    # guard bytes; relu of 0xA5.. (negative) is 0, never the sentinel
 GUARD = 256                        # bytes, keeps x and out 256-byte aligned
 SEED = 0x5EED
 
-# Special values on the bits (unsigned): NaNs with payloads (quiet, signalling,
-# both signs), +-inf, +-0.0, denormals, largest/smallest finite, +-1.
-SPECIAL = {
-    "float32": (0x7FC00000, 0xFFC00000, 0x7F800001, 0xFF800001, 0x7FC12345, 0x7FA00001, 0xFFBFFFFF,
-                0x7F800000, 0xFF800000, 0x00000000, 0x80000000, 0x00000001, 0x80000001, 0x007FFFFF,
-                0x807FFFFF, 0x7F7FFFFF, 0xFF7FFFFF, 0x00800000, 0x80800000, 0x3F800000, 0xBF800000),
-    "float16": (0x7E00, 0xFE00, 0x7C01, 0xFC01, 0x7E55, 0x7D00, 0xFDFF, 0x7C00, 0xFC00, 0x0000, 0x8000,
-                0x0001, 0x8001, 0x03FF, 0x83FF, 0x7BFF, 0xFBFF, 0x0400, 0x8400, 0x3C00, 0xBC00),
-    "bfloat16": (0x7FC0, 0xFFC0, 0x7F81, 0xFF81, 0x7FC5, 0x7FA1, 0xFFBF, 0x7F80, 0xFF80, 0x0000, 0x8000,
-                 0x0001, 0x8001, 0x007F, 0x807F, 0x7F7F, 0xFF7F, 0x0080, 0x8080, 0x3F80, 0xBF80),
-}
-_INT = {"float32": torch.int32, "float16": torch.int16, "bfloat16": torch.int16}
-_WIDTH = {"float32": 32, "float16": 16, "bfloat16": 16}
-_EXP_ALL_ONES = {"float32": 0x7F800000, "float16": 0x7C00, "bfloat16": 0x7F80}
+
+
+def _dtype(name: str):
+    return _dtypes.get(name)
+
+
+def _int_view(name: str):
+    return getattr(torch, _dtypes.get(name).int_view)
 
 
 @contextmanager
@@ -62,31 +58,39 @@ def length(rung, vec: int) -> int:
     return tile + tile // 2 + vec
 
 
-def _signed(u: int, width: int) -> int:
-    return u - (1 << width) if u >> (width - 1) else u
-
-
-def input_bits(dtype: str, n: int) -> torch.Tensor:
-    """The canary input as signed integers of the dtype's width (CPU), deterministic."""
-    width, itype = _WIDTH[dtype], _INT[dtype]
+def input_bits(dtype: str, vec: int, n: int) -> torch.Tensor:
+    """The canary input as signed integers of the dtype's width (CPU), deterministic.
+    Every special value sits at every lane position of a `vec`-wide vector,
+    at the start of x and again in its partial tail; random numbers and raw
+    random bit patterns in between."""
+    d = _dtype(dtype)
+    width, itype = d.width, _int_view(dtype)
     g = torch.Generator().manual_seed(SEED + n)
-    numbers = (torch.randn(n, generator=g) * 8).to(getattr(torch, dtype)).view(itype)
+    if d.floating:
+        numbers = (torch.randn(n, generator=g) * 8).to(getattr(torch, dtype)).view(itype)
+    else:
+        numbers = torch.randint(-(1 << (width - 1)), 1 << (width - 1), (n,), generator=g, dtype=torch.int64).to(itype)
     raw = torch.randint(-(1 << (width - 1)), 1 << (width - 1), (n,), generator=g, dtype=torch.int64).to(itype)
     bits = torch.where(torch.rand(n, generator=g) < 0.15, raw, numbers)
-    special = torch.tensor([_signed(u, width) for u in SPECIAL[dtype]], dtype=itype)
+    special = torch.tensor([_dtypes.signed(u, width) for u in d.special], dtype=itype)
     k = special.numel()
-    reps = special.repeat(-(-n // k))
-    every = torch.arange(n) % 4 == 1  # specials at every lane position of a vector
-    bits[every] = reps[: int(every.sum())]
-    bits[-min(k, n):] = special[:min(k, n)]  # and in the partial tail
+    # vector q, lane l holds special (q + l) % k: over k vectors every special
+    # value visits every lane position
+    i = torch.arange(min(n, k * vec))
+    diagonal = special[(i // vec + i % vec) % k]
+    bits[: diagonal.numel()] = diagonal
+    bits[n - diagonal.numel():] = diagonal  # and in the partial tail (last block, last wave)
     return bits
 
 
 def expected_bits(bits: torch.Tensor, dtype: str) -> torch.Tensor:
-    """The bit rule: +0.0 where x < 0 (not -0.0, not NaN), else x unchanged."""
-    width = _WIDTH[dtype]
-    mag = bits.to(torch.int64) & ((1 << (width - 1)) - 1)
-    is_nan = mag > _EXP_ALL_ONES[dtype]
+    """The bit rule: +0.0 where x < 0 (not -0.0, not NaN), else x unchanged;
+    for integer dtypes, 0 where x < 0."""
+    d = _dtype(dtype)
+    if not d.floating:
+        return torch.where(bits < 0, torch.zeros_like(bits), bits)
+    mag = bits.to(torch.int64) & ((1 << (d.width - 1)) - 1)
+    is_nan = mag > d.exp_all_ones
     negative = (bits < 0) & (mag != 0) & ~is_nan
     return torch.where(negative, torch.zeros_like(bits), bits)
 
@@ -131,7 +135,7 @@ class Canary:
     """One canary's buffer layout and its judge; `buffer` is device memory."""
 
     def __init__(self, rung, dtype: str, vec: int):
-        self.dtype, self.width = dtype, _WIDTH[dtype]
+        self.dtype, self.width = dtype, _dtype(dtype).width
         self.n = length(rung, vec)
         self.nbytes = self.n * self.width // 8
         span = -(-self.nbytes // GUARD) * GUARD
@@ -142,7 +146,7 @@ class Canary:
         self.x_at = guard
         self.out_at = guard + span + guard
         self.total = self.out_at + span + guard
-        self.bits = input_bits(dtype, self.n)
+        self.bits = input_bits(dtype, vec, self.n)
         self.host = torch.full((self.total,), SENTINEL, dtype=torch.uint8)
         self.host[self.x_at:self.x_at + self.nbytes] = self.bits.view(torch.uint8)
         self.buffer = None
@@ -172,7 +176,7 @@ class Canary:
             if bad.numel():
                 i = lo + int(bad[0])
                 return f"{say(i)} (0x{SENTINEL:02X} -> 0x{int(got[i]):02X})"
-        itype = _INT[self.dtype]
+        itype = _int_view(self.dtype)
         x_now = got[self.x_at:self.x_at + self.nbytes].view(itype)
         bad = (x_now != self.bits).nonzero()
         if bad.numel():

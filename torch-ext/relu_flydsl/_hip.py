@@ -1,72 +1,159 @@
-"""ctypes bindings to the HIP runtime FlyDSL launches through (libamdhip64.so.7):
-the current device (per thread) and the stream-capture query.
+"""ctypes bindings to the HIP runtime already loaded in this process.
 
-Bound on first use, after FlyDSL's runtime library is loaded: dlopen by SONAME
-then returns the very library FlyDSL's launches go to (on a CPU machine, the
-test suite's stand-in). Never called before the FlyDSL path is taken.
+ROCm builds of torch load libamdhip64 themselves; on a CPU machine the tests
+load a stand-in under the same SONAME first. This module never loads a HIP
+library: it opens one that is already mapped (dlopen with RTLD_NOLOAD by
+SONAME, else the path found in /proc/self/maps), so every module load and
+launch goes to the runtime torch's own kernels use.
+
+Bound on first use; nothing here runs unless the dispatcher saw a ROCm device.
 """
 
 import ctypes
+import os
 import threading
 
-SONAME = "libamdhip64.so.7"
+SONAMES = ("libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so")
 CAPTURE_NONE, CAPTURE_ACTIVE, CAPTURE_INVALIDATED = 0, 1, 2
+_RTLD_NOLOAD = getattr(os, "RTLD_NOLOAD", 4)
 
 _lib = None
+_missing = None  # why no HIP runtime is loaded, once looked for
 _lock = threading.Lock()
 
 
+class HipUnavailable(RuntimeError):
+    """No HIP runtime is loaded in this process."""
+
+
+def _find_loaded():
+    for name in SONAMES:
+        try:
+            return ctypes.CDLL(name, mode=_RTLD_NOLOAD)
+        except OSError:
+            pass
+    try:  # loaded by path under another file name (e.g. a wheel's bundled copy)
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.rsplit(None, 1)[-1] if "/" in line else ""
+                if os.path.basename(path).startswith("libamdhip64"):
+                    return ctypes.CDLL(path, mode=_RTLD_NOLOAD)
+    except OSError:
+        pass
+    return None
+
+
 def _bind():
-    global _lib
+    global _lib, _missing
     with _lock:
         if _lib is None:
-            from pathlib import Path
-
-            import flydsl
-
-            # FlyDSL's runtime NEEDs libamdhip64.so.7: load it first so the
-            # SONAME below resolves to the copy already in the process.
-            runtime = Path(flydsl.__file__).parent / "_mlir" / "_mlir_libs" / "libfly_jit_runtime.so"
-            ctypes.CDLL(str(runtime))
-            lib = ctypes.CDLL(SONAME)
-            lib.hipGetDevice.argtypes = [ctypes.POINTER(ctypes.c_int)]
-            lib.hipSetDevice.argtypes = [ctypes.c_int]
-            for fn in (lib.hipGetDevice, lib.hipSetDevice):
-                fn.restype = ctypes.c_int
+            if _missing is not None:
+                raise HipUnavailable(_missing)
+            lib = _find_loaded()
+            if lib is None:
+                _missing = "no HIP runtime (libamdhip64) is loaded in this process"
+                raise HipUnavailable(_missing)
+            vp, i32, pvp = ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_void_p)
+            for name, args in (("hipGetDevice", [ctypes.POINTER(i32)]), ("hipSetDevice", [i32]),
+                               ("hipModuleLoadData", [pvp, vp]), ("hipModuleUnload", [vp]),
+                               ("hipModuleGetFunction", [pvp, vp, ctypes.c_char_p]),
+                               ("hipGetLastError", [])):
+                fn = getattr(lib, name)
+                fn.argtypes, fn.restype = args, i32
+            # hipModuleLaunchKernel is called without argtypes (see _launch.py):
+            # every argument is passed as a ready C value, which halves its cost.
+            lib.hipModuleLaunchKernel.restype = i32
             if hasattr(lib, "hipStreamIsCapturing"):
-                lib.hipStreamIsCapturing.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
-                lib.hipStreamIsCapturing.restype = ctypes.c_int
+                lib.hipStreamIsCapturing.argtypes = [vp, ctypes.POINTER(i32)]
+                lib.hipStreamIsCapturing.restype = i32
             elif hasattr(lib, "hipStreamBeginCapture"):
-                raise RuntimeError(f"relu_flydsl: {SONAME} can capture streams but has no hipStreamIsCapturing")
+                raise RuntimeError("relu_flydsl: the HIP runtime can capture streams but has no hipStreamIsCapturing")
             _lib = lib
     return _lib
 
 
-def get_device() -> int:
-    lib = _lib or _bind()
-    d = ctypes.c_int(-1)
-    err = lib.hipGetDevice(ctypes.byref(d))
+def lib():
+    """The bound HIP library; HipUnavailable when none is loaded."""
+    return _lib or _bind()
+
+
+def unavailable():
+    """Why no HIP runtime can be used, or None."""
+    try:
+        lib()
+    except HipUnavailable as e:
+        return str(e)
+    return None
+
+
+def forget():
+    """Look for the HIP runtime again at the next use (tests)."""
+    global _lib, _missing
+    with _lock:
+        _lib, _missing = None, None
+
+
+def _check(err, what):
     if err:
-        raise RuntimeError(f"relu_flydsl: hipGetDevice failed with HIP error {err}")
+        raise RuntimeError(f"relu_flydsl: {what} failed with HIP error {err}")
+
+
+def get_device() -> int:
+    d = ctypes.c_int(-1)
+    _check(lib().hipGetDevice(ctypes.byref(d)), "hipGetDevice")
     return d.value
 
 
 def set_device(index: int) -> None:
-    err = (_lib or _bind()).hipSetDevice(index)
+    _check(lib().hipSetDevice(index), f"hipSetDevice({index})")
+
+
+def clear_last_error() -> int:
+    """hipGetLastError: takes (and returns) the thread's pending error, so a
+    failed launch of ours does not trip torch's next launch check."""
+    return lib().hipGetLastError()
+
+
+def load_module(image: bytes):
+    """hipModuleLoadData on the current device: (module handle, 0) or (None, error)."""
+    module = ctypes.c_void_p()
+    err = lib().hipModuleLoadData(ctypes.byref(module), image)
     if err:
-        raise RuntimeError(f"relu_flydsl: hipSetDevice({index}) failed with HIP error {err}")
+        clear_last_error()
+        return None, err
+    return module, 0
+
+
+def get_function(module, symbol: str):
+    """hipModuleGetFunction: (function handle, 0) or (None, error)."""
+    function = ctypes.c_void_p()
+    err = lib().hipModuleGetFunction(ctypes.byref(function), module, symbol.encode())
+    if err:
+        clear_last_error()
+        return None, err
+    return function, 0
+
+
+def unload_module(module) -> int:
+    err = lib().hipModuleUnload(module)
+    if err:
+        clear_last_error()
+    return err
 
 
 def capture_status(stream: int) -> int:
     """hipStreamIsCapturing on the stream the kernel would launch on: 0 none,
     1 active, 2 invalidated. An error (e.g. the legacy stream while another
     stream captures) counts as capturing: nothing unsafe is done then."""
-    lib = _lib or _bind()
-    if not hasattr(lib, "hipStreamIsCapturing"):
+    hip = lib()
+    if not hasattr(hip, "hipStreamIsCapturing"):
         return CAPTURE_NONE  # a HIP library that cannot capture (a no-op stand-in)
     status = ctypes.c_int(0)
-    err = lib.hipStreamIsCapturing(ctypes.c_void_p(stream or None), ctypes.byref(status))
-    return CAPTURE_ACTIVE if err else status.value
+    err = hip.hipStreamIsCapturing(ctypes.c_void_p(stream or None), ctypes.byref(status))
+    if err:
+        clear_last_error()
+        return CAPTURE_ACTIVE
+    return status.value
 
 
 class on_device:

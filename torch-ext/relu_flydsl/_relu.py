@@ -1,9 +1,10 @@
 """The public `relu(x, out=None)`: validation, torch.library ops, autograd.
 
 What runs, and with what results:
-- The FlyDSL kernel (eager, gfx950, float32/float16/bfloat16, contiguous)
-  computes, on the bits, y = +0.0 if x < 0 else x: NaN keeps its exact bits,
-  -0.0 stays -0.0, +-inf and denormals pass.
+- The kernel (eager, gfx950, float32/float16/bfloat16, contiguous; a
+  shipped code object built from the FlyDSL ladder) computes, on the bits,
+  y = +0.0 if x < 0 else x: NaN keeps its exact bits, -0.0 stays -0.0,
+  +-inf and denormals pass.
 - The torch fallback (everything else) returns torch's own results, which
   differ by device: torch 2.11 on an NVIDIA GPU turns -0.0 into +0.0; CPU
   torch rewrites some NaN payloads (large bf16 tensors give 0xFFFF, f16
@@ -13,7 +14,7 @@ What runs, and with what results:
   what Inductor makes of torch's relu on that device (measured: on an H200,
   torch 2.11, -0.0 and NaN bits kept, unlike eager torch there; on CPU, torch
   2.13, -0.0 kept, some bf16/f16 NaN payloads changed). RELU_FLYDSL_COMPILE=op,
-  read when a graph is traced, keeps the opaque FlyDSL op there instead.
+  read when a graph is traced, keeps the opaque kernel op there instead.
 
 Eager calls go straight to the dispatcher (a torch.library op costs several
 microseconds of host time per call); eager calls needing autograd go through
@@ -27,10 +28,10 @@ from typing import Optional
 import torch
 
 from . import _dispatch
+from ._dispatch import OVERLAP as _OVERLAP
 from ._ops import add_op_namespace_prefix
+from ._state import quote
 from .flash_relu_rocm.registry import RUNGS
-
-_OVERLAP = "relu(): out overlaps x without being x; pass out=x for in place, or a separate buffer"
 
 
 def _check(x, out, rung) -> None:
@@ -39,8 +40,10 @@ def _check(x, out, rung) -> None:
         raise TypeError(f"relu(): x must be a torch.Tensor, got {type(x).__name__}")
     if x.dtype == torch.bool or x.is_complex():
         raise TypeError(f"relu(): dtype {x.dtype} is not supported (torch.relu rejects it too)")
-    if rung is not None and rung not in RUNGS:
-        raise ValueError(f"relu(): unknown rung {rung!r}; choose one of {sorted(RUNGS)}")
+    if rung is not None and (not isinstance(rung, str) or rung not in RUNGS):
+        if not isinstance(rung, str):
+            raise TypeError(f"relu(): rung must be a str or None, got {type(rung).__name__} {quote(rung)}")
+        raise ValueError(f"relu(): unknown rung {quote(rung)}; choose one of {sorted(RUNGS)}")
     if out is None:
         return
     if not isinstance(out, torch.Tensor):
@@ -126,7 +129,7 @@ def _(x, out, rung=None):
 
 
 # ---- under torch.compile --------------------------------------------------
-ENV_COMPILE = "RELU_FLYDSL_COMPILE"  # "op": keep the FlyDSL op in compiled graphs
+ENV_COMPILE = "RELU_FLYDSL_COMPILE"  # "op": keep the kernel op in compiled graphs
 
 
 @torch.library.custom_op(add_op_namespace_prefix("check_out"), mutates_args=())
@@ -176,16 +179,14 @@ def _traced(x, out, rung):
 
 
 _is_compiling = torch.compiler.is_compiling
-_env_raw = _dispatch._env_raw
-_Tensor = torch.Tensor
-_GFX950 = _dispatch.SUPPORTED_ARCH
+_fast = _dispatch.fast
 
 
 def relu(x: torch.Tensor, out: Optional[torch.Tensor] = None, *, rung: Optional[str] = None) -> torch.Tensor:
     """ReLU with an optional preallocated output.
 
     x: any tensor torch.relu accepts. On a gfx950 device, float32/float16/
-       bfloat16 contiguous tensors run the FlyDSL kernel: on the bits,
+       bfloat16 contiguous tensors run the shipped gfx950 kernel: on the bits,
        y = +0.0 if x < 0 else x (NaN bits, -0.0, +-inf, denormals pass).
        Everything else runs torch's kernel and returns torch's results, whose
        sign of zero and NaN payloads differ by device (`dispatch_stats()`
@@ -197,49 +198,11 @@ def relu(x: torch.Tensor, out: Optional[torch.Tensor] = None, *, rung: Optional[
 
     Under torch.compile this traces to torch's relu (out=: a copy_ of it
     that Inductor fuses), so it fuses with its neighbours; rung is unused. With
-    RELU_FLYDSL_COMPILE=op, read when the graph is traced, the FlyDSL op
+    RELU_FLYDSL_COMPILE=op, read when the graph is traced, the kernel op
     runs there instead.
     """
-    # Hot path (eager, out= given, plain dense tensors, a cached launch entry):
-    # _check's validation reduced to what these conditions leave open. Every
-    # other call takes the general path below.
-    if out is not None and type(x) is _Tensor and type(out) is _Tensor and not _is_compiling():
-        dt = x.dtype
-        if (
-            out.dtype is dt
-            and not x.requires_grad
-            and not out.requires_grad
-            and x.is_contiguous()
-            and out.is_contiguous()
-            and not x.is_neg()  # a neg-bit view's memory holds -x (conj bits: complex, never here)
-            and not out.is_neg()
-            and x.shape == out.shape
-            and x.device == out.device
-        ):
-            d = _dispatch
-            if _env_raw() != d.settings.env:  # kill switch / forced rung changed: drops _fast
-                d.settings.refresh()
-            dev = d.device_info(x)
-            if dev is not None and dev.arch == _GFX950:  # any gfx950 device (entries are per device)
-                numel = x.numel()
-                xp = x.data_ptr()
-                yp = out.data_ptr()
-                # Entries exist only for valid rungs, kernel dtypes, single
-                # launches, FlyDSL enabled (settings changes clear them).
-                entry = d._fast.get((rung, dt, numel, xp & 15, yp & 15, dev.index))
-                if entry is not None and entry.direct:
-                    nbytes = numel * entry.esize
-                    if xp != yp and xp < yp + nbytes and yp < xp + nbytes:  # dense ranges overlap
-                        raise ValueError(_OVERLAP)
-                    if dev.current:
-                        entry.direct.launch(xp, yp, numel, entry.grid, dev.stream)  # any rank: the kernel sees 1-D
-                    else:  # FlyDSL launches on the current device: switch there and back
-                        d._on_device(dev.index, False, entry.direct.launch, xp, yp, numel, entry.grid, dev.stream)
-                    error = d._take_error()  # after every launch
-                    if error:
-                        d._launch_failed(error, entry.plan.rung, entry.plan.dtype, numel)
-                    next(entry.count)
-                    return out
+    if out is not None and _fast(x, out, rung):  # a ready kernel for this size, alignment, device
+        return out
     _check(x, out, rung)
     if _is_compiling():
         return _traced(x, out, rung)

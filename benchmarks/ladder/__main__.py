@@ -1,0 +1,65 @@
+"""The ladder's command line: `.venv/bin/python -m benchmarks.ladder [options]` from the
+repository root. It only chooses the mode; see benchmarks/ladder/__init__.py."""
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from flash_relu_rocm.dtypes import DTYPES
+from flash_relu_rocm.registry import RUNGS
+
+from . import __doc__ as PACKAGE_DOC
+from . import gpu, nogpu, timing
+from .cases import SWEEPS
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def parser():
+    p = argparse.ArgumentParser(prog=".venv/bin/python -m benchmarks.ladder", description=PACKAGE_DOC,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default=str(ROOT / "results"), help="results folder (default results/)")
+    p.add_argument("--mode", choices=("auto", "gpu", "nogpu", "baseline"), default="auto",
+                   help="auto: gpu on a gfx950, else nogpu; baseline: torch only, on any GPU")
+    p.add_argument("--rungs", nargs="+", default=list(RUNGS), choices=list(RUNGS))
+    p.add_argument("--dtypes", nargs="+", default=["bfloat16"], choices=list(DTYPES))
+    p.add_argument("--sweeps", nargs="+", default=list(SWEEPS), choices=SWEEPS,
+                   help="curve: 64 KiB .. 2 GiB of traffic; shapes: the post's four; band: its cache band")
+    p.add_argument("--rounds", type=int, default=timing.ROUNDS)
+    p.add_argument("--iters", type=int, default=timing.ITERS)
+    p.add_argument("--warmup", type=int, default=timing.WARMUP)
+    p.add_argument("--variant", help="time a built variant folder (relu-build/build/torch-rocm) instead of the source")
+    p.add_argument("--section", choices=sorted(nogpu.SECTIONS), help=argparse.SUPPRESS)  # a no-GPU section's child
+    p.add_argument("--section-json", help=argparse.SUPPRESS)                              # ... and its result file
+    return p
+
+
+def main(argv=None):
+    p = parser()
+    args = p.parse_args(argv)
+    if args.section:
+        if not args.section_json:
+            p.error("--section needs --section-json FILE")
+        Path(args.section_json).write_text(json.dumps(asdict(nogpu.SECTIONS[args.section]())) + "\n")
+        return 0
+    if args.mode == "baseline":
+        has_gpu, what = gpu.any_gpu()
+        if not has_gpu:
+            print(f"benchmarks.ladder --mode baseline: NO GPU HERE: {what}. Nothing was timed.\n"
+                  "The baseline mode times torch's relu on a CUDA or ROCm GPU. On this machine run\n"
+                  f"    {nogpu.LADDER_HINT}\n"
+                  "from the repository root for the no-GPU report.", file=sys.stderr)
+            return 2
+        return gpu.gpu_main(args, baseline=True)
+    ok, why = gpu.gfx950_device()
+    if args.mode == "gpu" and not ok:
+        p.error(f"--mode gpu needs a gfx950 device: {why}")
+    if args.mode == "nogpu" or not ok:
+        return nogpu.nogpu_main(args, why if not ok else "--mode nogpu")
+    return gpu.gpu_main(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""Kernel launches: one function for first calls, the hot path and canaries.
+
+    launch(function, block, x_addr, y_addr, numel, grid, stream) -> HIP error (0: launched)
+
+The ladder kernels take one 28-byte kernarg segment (the manifest's `args`):
+
+    offset 0   X pointer    8 bytes
+    offset 8   X numel      4 bytes (i32)
+    offset 16  Y pointer    8 bytes
+    offset 24  Y numel      4 bytes (i32)
+
+They are packed into one buffer per thread (HIP copies the arguments during
+hipModuleLaunchKernel, but ctypes releases the GIL for the call, so a shared
+buffer could be overwritten by another thread mid-launch), and kernelParams
+points at the four slots. The error is the call's return code; after a
+failure hipGetLastError is called once, so a failed launch of ours is not
+reported again by torch's next launch check.
+
+hipModuleLaunchKernel is called without ctypes argtypes: every argument is
+either a small int (grid, block: passed as C unsigned int values) or a ready
+c_void_p (function, stream, kernelParams), which halves the call's cost.
+"""
+
+import ctypes
+import struct
+import threading
+
+from . import _hip
+
+KERNARG = struct.Struct("<Qi4xQi")  # X ptr, X numel, (pad), Y ptr, Y numel: 28 bytes
+KERNARG_LAYOUT = ((0, 8), (8, 4), (16, 8), (24, 4))  # (offset, size) of each argument
+assert KERNARG.size == 28 and tuple(KERNARG_LAYOUT[-1]) == (24, 4)
+
+_pack_into = KERNARG.pack_into
+_launch_kernel = None  # hipModuleLaunchKernel, bound at the first launch
+
+
+class _Args(threading.local):
+    """This thread's kernarg buffer and the kernelParams array pointing into it."""
+
+    def __init__(self):
+        self.buffer = (ctypes.c_uint64 * 4)()
+        base = ctypes.addressof(self.buffer)
+        self.slots = (ctypes.c_void_p * 4)(*(base + offset for offset, _ in KERNARG_LAYOUT))
+        self.params = ctypes.c_void_p(ctypes.addressof(self.slots))
+
+
+_args = _Args()
+_streams = {}  # raw stream handle -> c_void_p (a handful per process)
+
+
+def stream_arg(stream: int):
+    """The c_void_p for a raw stream handle (cached: a process uses few streams)."""
+    s = _streams.get(stream)
+    if s is None:
+        if len(_streams) > 256:
+            _streams.clear()
+        s = _streams[stream] = ctypes.c_void_p(stream or None)
+    return s
+
+
+def _bind():
+    global _launch_kernel
+    _launch_kernel = _hip.lib().hipModuleLaunchKernel
+    return _launch_kernel
+
+
+def launch(function, block: int, x_addr: int, y_addr: int, numel: int, grid: int, stream: int) -> int:
+    """One kernel launch of `function` (a c_void_p from hipModuleGetFunction)
+    on `stream`, the caller's device current. Returns the HIP error, 0 if none."""
+    a = _args
+    _pack_into(a.buffer, 0, x_addr, numel, y_addr, numel)
+    err = (_launch_kernel or _bind())(function, grid, 1, 1, block, 1, 1, 0, stream_arg(stream), a.params, None)
+    if err:
+        _hip.clear_last_error()
+    return err
+
+
+def launch_all(function, block: int, esize: int, x_addr: int, y_addr: int, launches, stream: int) -> int:
+    """Every launch of a plan (split launches included): the first HIP error,
+    0 if none. Each launch's error is taken, even after a failure, so none is
+    left behind for the next call."""
+    error = 0
+    for chunk in launches:
+        offset = chunk.start * esize
+        failed = launch(function, block, x_addr + offset, y_addr + offset, chunk.numel, chunk.grid, stream)
+        error = error or failed
+    return error
+
+
+def prepacked(function, block: int, x_addr: int, y_addr: int, numel: int, grid: int, stream: int):
+    """The launch floor: a no-argument callable that makes the bare ctypes
+    hipModuleLaunchKernel call with these arguments packed once, up front
+    (no packing, no checks per call). For benchmarks: what relu() costs above it
+    is the package's own host work. Its own buffer: not shared with launch()."""
+    buffer = (ctypes.c_uint64 * 4)()
+    KERNARG.pack_into(buffer, 0, x_addr, numel, y_addr, numel)
+    base = ctypes.addressof(buffer)
+    slots = (ctypes.c_void_p * 4)(*(base + offset for offset, _ in KERNARG_LAYOUT))
+    params = ctypes.c_void_p(ctypes.addressof(slots))
+    fn = _launch_kernel or _bind()
+    s = ctypes.c_void_p(stream or None)
+
+    def floor():
+        return fn(function, grid, 1, 1, block, 1, 1, 0, s, params, None)
+
+    floor.keepalive = (buffer, slots)
+    return floor

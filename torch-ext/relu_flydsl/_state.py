@@ -1,0 +1,170 @@
+"""All mutable dispatch state, with one owner: `STATE` (a DispatchState).
+
+    STATE.settings          kill switch, forced rung, canary switch (from the environment)
+    STATE.entries / fast    launch entries; `fast` holds those relu()'s fast path may serve
+    STATE.functions         (rung, dtype, vec, device) -> loaded kernel function (modules: their handles)
+    STATE.verdicts          (rung, dtype, vec, device) -> None (canary passed) or the evidence
+    STATE.broken            (rung, dtype, vec) -> why that code object cannot be used
+    STATE.counters          path -> PathCounter (dispatch_stats())
+    STATE.reset()           back to a fresh process (tests); modules are forgotten, not unloaded
+
+Any change of the environment variables is seen at the next call (an operator
+can flip the kill switch in a running process) and drops every entry, so the
+fast path needs no other check.
+"""
+
+import itertools
+import os
+import threading
+import warnings
+
+from .flash_relu_rocm.registry import DEFAULT_RUNG, get_rung
+
+ENV_DISABLE = "RELU_FLYDSL_DISABLE"  # "1": every call takes the torch fallback (operator kill switch)
+ENV_RUNG = "RELU_FLYDSL_RUNG"        # "v1".."v5": rung used when the call names none
+ENV_CANARY = "RELU_FLYDSL_CANARY"    # "0": no first-use canaries
+ENTRIES_MAX = 4096                   # bound memory for processes that see endless sizes
+_QUOTE = 80                          # characters of a bad value quoted in a message
+
+# The variables' raw values are compared on every call: CPython's os.environ
+# keeps them in `_data`, so that costs three dict lookups.
+_ENV_DATA = getattr(os.environ, "_data", None)
+_ENV_KEYS = tuple(os.environ.encodekey(k) for k in (ENV_DISABLE, ENV_RUNG, ENV_CANARY)) if _ENV_DATA is not None else ()
+
+
+def env_raw():
+    if _ENV_DATA is not None:
+        return (_ENV_DATA.get(_ENV_KEYS[0]), _ENV_DATA.get(_ENV_KEYS[1]), _ENV_DATA.get(_ENV_KEYS[2]))
+    return (os.environ.get(ENV_DISABLE), os.environ.get(ENV_RUNG), os.environ.get(ENV_CANARY))
+
+
+def quote(value) -> str:
+    """repr(value), at most ~80 characters."""
+    text = repr(value)
+    return text if len(text) <= _QUOTE else text[:_QUOTE - 3] + "..."
+
+
+class PathCounter:
+    """Calls down one path. `hit` is an itertools.count's C-level __next__:
+    atomic under the GIL and ~50 ns, so the per-call path takes no lock.
+    value() takes one number of the count itself and subtracts the numbers
+    it took, so reading never races a hit."""
+
+    __slots__ = ("hit", "_taken")
+
+    def __init__(self):
+        self.hit = itertools.count().__next__
+        self._taken = 0
+
+    def value(self) -> int:
+        """Hits so far (call with the state's lock held)."""
+        n = self.hit() - self._taken
+        self._taken += 1
+        return n
+
+    def zero(self):
+        self._taken = self.hit() + 1
+
+
+class Settings:
+    """The environment's settings, read by DispatchState.refresh()."""
+
+    __slots__ = ("env", "disabled", "canary", "default_rung", "bad_rung")
+
+    def __init__(self, env):
+        self.env = env
+        self.disabled = os.environ.get(ENV_DISABLE, "").strip().lower() in ("1", "true", "yes", "on")
+        self.canary = os.environ.get(ENV_CANARY, "").strip().lower() not in ("0", "false", "no", "off")
+        forced = os.environ.get(ENV_RUNG, "").strip()
+        self.bad_rung = None
+        try:
+            self.default_rung = get_rung(forced).name if forced else DEFAULT_RUNG
+        except (ValueError, TypeError):
+            self.default_rung = DEFAULT_RUNG
+            self.bad_rung = forced
+
+
+class DispatchState:
+    def __init__(self):
+        self.lock = threading.RLock()
+        self.reset()
+
+    def reset(self):
+        """Forget everything a process learned: stats, entries, loaded modules
+        (forgotten, not unloaded: a captured graph may still launch them),
+        canary verdicts, broken objects, warnings, the manifest, device archs."""
+        with self.lock:
+            self.counters = {}
+            self.entries = {}
+            self.fast = {}
+            self.functions = {}
+            self.modules = []
+            self.verdicts = {}
+            self.canary_runs = {}
+            self.broken = {}
+            self.warned = set()
+            self.key_locks = {}
+            self.manifest = None
+            self.archs = {}
+            self.refresh()
+
+    def refresh(self):
+        """Re-read the environment; drops every launch entry."""
+        with self.lock:
+            self.settings = s = Settings(env_raw())
+            self.env = s.env
+            self.entries.clear()
+            self.fast.clear()
+            if s.bad_rung is not None:
+                self.warn_once(("env", s.bad_rung), f"ignoring {ENV_RUNG}={quote(s.bad_rung)}: unknown rung",
+                               fallback=False)
+
+    def current(self) -> Settings:
+        """The settings, re-read first if the environment changed."""
+        if env_raw() != self.env:
+            self.refresh()
+        return self.settings
+
+    # ---- dispatch_stats() ----
+    def counter(self, key) -> PathCounter:
+        c = self.counters.get(key)
+        if c is None:
+            with self.lock:
+                c = self.counters.setdefault(key, PathCounter())
+        return c
+
+    def record(self, key):
+        self.counter(key).hit()
+
+    def stats(self) -> dict:
+        with self.lock:
+            values = {"/".join(k): c.value() for k, c in sorted(self.counters.items())}
+        return {k: n for k, n in values.items() if n}
+
+    def reset_stats(self):
+        with self.lock:
+            for c in self.counters.values():
+                c.zero()
+
+    # ---- entries ----
+    def add_entry(self, key, entry):
+        with self.lock:
+            if len(self.entries) >= ENTRIES_MAX:
+                self.entries.clear()
+                self.fast.clear()
+            self.entries[key] = entry
+
+    def key_lock(self, key):
+        with self.lock:
+            return self.key_locks.setdefault(key, threading.Lock())
+
+    def warn_once(self, key, message, fallback=True, stacklevel=4):
+        with self.lock:
+            if key in self.warned:
+                return
+            self.warned.add(key)
+        tail = "; using the torch fallback (torch.relu's own kernel and results on this device)" if fallback else ""
+        warnings.warn(f"relu_flydsl: {message}{tail}", RuntimeWarning, stacklevel)
+
+
+STATE = DispatchState()
