@@ -7,4 +7,4 @@ set -euo pipefail
 cd "$(dirname "$0")"
 bash tools/setup.sh
 .venv/bin/python tools/build_variant.py
-exec .venv/bin/python benchmarks/ladder.py "$@"
+exec .venv/bin/python -m benchmarks.ladder "$@"
