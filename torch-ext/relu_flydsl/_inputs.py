@@ -13,6 +13,8 @@ torch.compile the traced path already runs torch's relu.
 Standard library and torch only (this file ships in the variant).
 """
 
+import operator
+
 import torch
 
 _Tensor = torch.Tensor
@@ -127,23 +129,27 @@ def short(value, limit: int = SHORT) -> str:
     return f"{text[:limit - 3]}... ({len(text)} characters)"
 
 
-def check_rung(rung, rungs) -> None:
-    """rung must be None (the default rung) or one of `rungs` (names)."""
+def check_rung(rung, rungs, where="relu()") -> None:
+    """rung must be None (the default rung) or one of `rungs` (names):
+    TypeError for another type (a list is not hashable), ValueError for an
+    unknown name; the message quotes at most ~80 characters of the value."""
     if rung is None:
         return
-    if not isinstance(rung, str):
-        raise TypeError(f"relu(): rung must be a str ({', '.join(sorted(rungs))}) or None, "
+    if type(rung) is not str:  # also refuses str subclasses with their own __eq__/__hash__
+        raise TypeError(f"{where}: rung must be one of {', '.join(sorted(rungs))} (a str) or None, "
                         f"got {type(rung).__name__} {short(rung)}")
     if rung not in rungs:
-        raise ValueError(f"relu(): unknown rung {short(rung)}; choose one of {', '.join(sorted(rungs))}")
+        raise ValueError(f"{where}: unknown rung {short(rung)}; choose one of {', '.join(sorted(rungs))}")
+
+
+_SEQUENCES = (list, tuple, set, frozenset, range)
 
 
 def _names(value, what, accepted):
-    """One name or a list/tuple/set of names: a tuple. None and other types: TypeError."""
-    if isinstance(value, (list, tuple, set, frozenset)):
+    """A list/tuple/set/range of values as a tuple; None and other types: TypeError."""
+    if isinstance(value, _SEQUENCES):
         return tuple(value)
-    raise TypeError(f"warmup(): {what} must be one of {accepted} or a list of them, "
-                    f"got {type(value).__name__} {short(value)}")
+    raise TypeError(f"warmup(): {what} must be {accepted} or a list of them, got {type(value).__name__} {short(value)}")
 
 
 def warmup_args(dtypes, rungs, vecs, devices, device_count, dtype_names, rung_table):
@@ -155,10 +161,11 @@ def warmup_args(dtypes, rungs, vecs, devices, device_count, dtype_names, rung_ta
       (torch.dtype -> name) or its values.
     rungs: None (the caller's default rung), a rung name, or a list of names
       (keys of `rung_table`).
-    vecs: None (each rung's widest vector) or a list of positive ints.
+    vecs: None (each rung's widest vector), a positive int or a list of them.
     devices: None (the caller picks the current device), an int, a
-      torch.device("cuda", i) (ROCm torch names its GPUs "cuda"), or a list of
-      them; each index in range(device_count). Strings ("cuda:0") are refused.
+      torch.device("cuda", i) (ROCm torch names its GPUs "cuda"), or a
+      list/tuple/set/range of them; each index in range(device_count).
+      Strings ("cuda:0") and index-less torch.device("cuda") are refused.
     Returns (dtype_name_tuple, rung_tuple_or_None, vec_tuple_or_None,
     device_tuple_or_None). Raises TypeError for a wrong kind of value
     (None in a list, a str where an int is meant, a bool) and ValueError for
@@ -168,15 +175,15 @@ def warmup_args(dtypes, rungs, vecs, devices, device_count, dtype_names, rung_ta
     if isinstance(dtypes, (str, torch.dtype)):
         dtypes = (dtypes,)
     names = []
-    for dtype in _names(dtypes, "dtypes", f"the names {served} or their torch dtypes"):
+    for dtype in _names(dtypes, "dtypes", f"a dtype name ({served}) or torch.dtype"):
         if isinstance(dtype, torch.dtype):
             name = dtype_names.get(dtype)
             if name is None:
-                raise ValueError(f"warmup(): the kernels do not serve {dtype}; they serve {served}")
+                raise ValueError(f"warmup(): unsupported dtype {dtype}; the kernels serve {served}")
         elif isinstance(dtype, str):
             name = dtype if dtype in dtype_names.values() else None
             if name is None:
-                raise ValueError(f"warmup(): unknown dtype {short(dtype)}; the kernels serve {served}")
+                raise ValueError(f"warmup(): unsupported dtype {short(dtype)}; the kernels serve {served}")
         else:
             raise TypeError(f"warmup(): a dtype must be a name ({served}) or a torch.dtype, "
                             f"got {type(dtype).__name__} {short(dtype)}")
@@ -186,27 +193,40 @@ def warmup_args(dtypes, rungs, vecs, devices, device_count, dtype_names, rung_ta
     if rungs is not None:
         if isinstance(rungs, str):
             rungs = (rungs,)
-        rungs = _names(rungs, "rungs", f"the rung names {', '.join(sorted(rung_table))}")
+        rungs = _names(rungs, "rungs", f"a rung name ({', '.join(sorted(rung_table))})")
         for rung in rungs:
-            check_rung(rung, rung_table)
+            if rung is None:
+                raise TypeError(f"warmup(): a rung in a list must be a name ({', '.join(sorted(rung_table))}), got None")
+            check_rung(rung, rung_table, "warmup()")
 
     if vecs is not None:
-        if isinstance(vecs, int) and not isinstance(vecs, bool):
+        if _index(vecs) is not None:
             vecs = (vecs,)
-        vecs = _names(vecs, "vecs", "positive ints (vector widths in elements)")
+        vecs = _names(vecs, "vecs", "a positive int (a vector width in elements)")
         for vec in vecs:
-            if not isinstance(vec, int) or isinstance(vec, bool):
+            if _index(vec) is None:
                 raise TypeError(f"warmup(): a vec must be a positive int, got {type(vec).__name__} {short(vec)}")
             if vec < 1:
                 raise ValueError(f"warmup(): a vec must be a positive int, got {vec}")
+        vecs = tuple(_index(v) for v in vecs)
 
     if devices is not None:
-        if isinstance(devices, (int, torch.device)) and not isinstance(devices, bool):
+        if isinstance(devices, torch.device) or _index(devices) is not None:
             devices = (devices,)
         accepted = f"GPU indices 0..{device_count - 1}" if device_count else "none (this process sees no GPU)"
         devices = tuple(_device_index(d, device_count, accepted)
-                        for d in _names(devices, "devices", f"device indices ({accepted}) or torch.device('cuda', i)"))
+                        for d in _names(devices, "devices", f"a device index ({accepted}) or torch.device('cuda', i)"))
     return tuple(names), rungs, vecs, devices
+
+
+def _index(value):
+    """An int (or integer-like, e.g. numpy.int64) as int; None for anything else, bool included."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
 
 
 def _device_index(device, device_count, accepted) -> int:
@@ -216,8 +236,8 @@ def _device_index(device, device_count, accepted) -> int:
         if device.index is None:  # "the current device" would depend on when warmup runs
             raise ValueError(f"warmup(): name the device's index, e.g. torch.device('cuda', 0); accepted: {accepted}")
         index = device.index
-    elif isinstance(device, int) and not isinstance(device, bool):
-        index = device
+    elif _index(device) is not None:
+        index = _index(device)
     else:
         raise TypeError(f"warmup(): a device must be an int index or a torch.device, "
                         f"got {type(device).__name__} {short(device)}; accepted: {accepted}")
