@@ -138,16 +138,17 @@ def _new_like(x):
 
 
 def _call(x, form, impl):
-    """One call in `form` by `impl` (torch or relu_flydsl.relu): (result, out, out as it
-    was before the call or None)."""
+    """One call in `form` by `impl` ("torch" or "relu"): (result, out, out's content
+    before the call); on an exception, out and that content ride on it as `relu_out`."""
     if form == "relu":
         return (torch.relu(x) if impl == "torch" else relu_flydsl.relu(x)), None, None
-    if form == "out=x":
-        return (torch.relu_(x) if impl == "torch" else relu_flydsl.relu(x, out=x)), x, None
-    out = _new_like(x)
+    out = x if form == "out=x" else _new_like(x)
     before = _snapshot(out)
     try:
-        result = torch.clamp_min(x, 0, out=out) if impl == "torch" else relu_flydsl.relu(x, out=out)
+        if impl == "torch":
+            result = torch.relu_(x) if out is x else torch.clamp_min(x, 0, out=out)
+        else:
+            result = relu_flydsl.relu(x, out=out)
     except Exception as e:
         e.relu_out = (out, before)
         raise
@@ -193,7 +194,7 @@ def _equal(a, b):
 
 
 def _describe(t):
-    shape = None if t.is_nested and t.layout == torch.strided else tuple(t.shape)
+    shape = None if t.is_nested else tuple(t.shape)  # nested: each component's shape is compared in _content
     return (type(t), t.layout, t.dtype, t.device, t.is_nested, t.is_quantized, t.is_inference(), shape)
 
 
@@ -224,7 +225,7 @@ def _assert_torch_error(error, torch_error):
         f"torch raised {type(torch_error).__name__}: {str(torch_error)[:300]}\n"
         f"relu() raised {type(error).__name__}: {str(error)[:300]}")
     out, before = getattr(error, "relu_out", (None, None))
-    if before is not None:
+    if before is not None:  # (torch itself writes before some of its errors; relu() must not)
         assert _equal(_snapshot(out), before), "relu() wrote into out, then raised"
 
 
@@ -326,21 +327,21 @@ def test_grad_of_relu_is_torchs_gradient():
 
 
 # ---- on the virtual gfx950: none of these reach the kernel --------------------------
-# Plain dense tensors the kernel may serve; every other case must never reach it.
+# Plain dense tensors the kernel may serve (the bit-exactness suites cover them; their
+# memory is not registered with the virtual device here). Every other case must never
+# reach the kernel.
 KERNEL_MAY_SERVE = {("parameter", f) for f in FORMS} | {("normal_tensor_in_inference_mode", f) for f in FORMS} | {
     ("inference_tensor_in_mode", f) for f in FORMS} | {("inference_tensor", "relu"), ("inference_tensor", "out=new")}
 
 
 @pytest.mark.vgpu
-@pytest.mark.parametrize("form", FORMS)
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("case,form", [(c, f) for c in sorted(CASES) for f in FORMS if (c, f) not in KERNEL_MAY_SERVE])
 def test_relu_matches_torch_on_the_virtual_gfx950(vgpu, case, form):
     """CPU tensors are gfx950 memory here: the kernel path would read these inputs' raw
     memory (or the data pointer of a wrapper without storage). Same answers as on CPU,
-    and no FlyDSL call for any input the kernel cannot serve."""
+    and no FlyDSL call."""
     test_relu_matches_torch(case, form)
-    if (case, form) not in KERNEL_MAY_SERVE:
-        assert not [k for k in relu_flydsl.dispatch_stats() if k.startswith("flydsl/")], relu_flydsl.dispatch_stats()
+    assert not [k for k in relu_flydsl.dispatch_stats() if k.startswith("flydsl/")], relu_flydsl.dispatch_stats()
 
 
 @pytest.mark.vgpu
@@ -356,10 +357,15 @@ def test_inference_out_is_refused_after_the_kernel_served_that_shape(vgpu):
     """torch refuses to write an inference tensor outside inference mode, also when
     relu()'s hot path holds a launch entry for that size and alignment."""
     x = torch.randn(4096)
-    relu_flydsl.relu(x, out=torch.empty_like(x))  # the kernel serves this shape
+    first = torch.empty_like(x)
+    vgpu.register(x, name="x")
+    vgpu.register(first, name="first out")
+    relu_flydsl.relu(x, out=first)  # the kernel serves this size and alignment
+    relu_flydsl.relu(x, out=first)
     assert any(k.startswith("flydsl/") for k in relu_flydsl.dispatch_stats())
     with torch.inference_mode():
         y = torch.full((4096,), 7.0)
-    with pytest.raises(RuntimeError, match="Inplace update to inference tensor outside InferenceMode"):
+    vgpu.register(y, name="inference out")
+    with pytest.raises(RuntimeError, match="(?i)inplace update to (an )?inference tensor outside InferenceMode"):
         relu_flydsl.relu(x, out=y)
     assert torch.equal(y, torch.full((4096,), 7.0))

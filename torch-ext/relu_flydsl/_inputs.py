@@ -93,9 +93,15 @@ def torch_relu(x, out):
     torch.clamp_min(x, 0, out=out), torch.relu's kernel with an out (torch
     rejects it for sparse, nested and quantized layouts and under vmap, grad
     and jvp). relu()'s own contract for out (same dtype, device and shape) is
-    checked first, where the shape can be read."""
+    checked first, where the shape can be read, and an inference-tensor out
+    outside inference mode is refused before anything is written (torch
+    raises the same RuntimeError after writing)."""
     if out is None:
         return torch.relu(x)
+    if isinstance(out, _Tensor) and out.is_inference() and not _inference_mode():
+        # torch raises this too, but only after its kernel has written out
+        raise RuntimeError("relu(): out is an inference tensor: torch refuses an inplace update to an inference "
+                           "tensor outside InferenceMode; clone it or call relu under torch.inference_mode()")
     if out is x:
         return torch.relu_(x)
     if not isinstance(out, _Tensor):
@@ -239,8 +245,8 @@ def _device_index(device, device_count, accepted) -> int:
     elif _index(device) is not None:
         index = _index(device)
     else:
-        raise TypeError(f"warmup(): a device must be an int index or a torch.device, "
-                        f"got {type(device).__name__} {short(device)}; accepted: {accepted}")
+        raise TypeError(f"warmup(): a device is an int or a torch.device, not {type(device).__name__} "
+                        f"{short(device)}; accepted: {accepted}")
     if not 0 <= index < device_count:
         raise ValueError(f"warmup(): no device {index} here; accepted: {accepted}")
     return index
