@@ -8,7 +8,7 @@ message quotes more than about 80 characters of the bad value.
                              TypeError for a wrong kind of value (None, a str device, a
                              bool), ValueError for an unknown dtype or rung, a device
                              that is absent or not a GPU; a bare dtype name is accepted
-Public calls first, then the helper functions (relu_flydsl._inputs) directly.
+Public calls first, then the functions of relu_flydsl._inputs directly.
 """
 
 import re
@@ -199,7 +199,7 @@ def test_warmup_refuses_a_device_the_hip_runtime_does_not_have(vgpu):
         relu_flydsl.warmup("float32", devices=[0, 1])
 
 
-# ---- the helpers, directly ------------------------------------------------------------
+# ---- relu_flydsl._inputs, directly -----------------------------------------------------
 def test_short_keeps_short_values_and_cuts_long_ones():
     assert _inputs.short("v5") == "'v5'"
     assert _inputs.short(None) == "None"
