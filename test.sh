@@ -5,4 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 bash tools/setup.sh
+# The suites run the shipped gfx950 code objects: rebuild them when flash_relu_rocm/
+# or the toolchain changed (a no-op otherwise), so no test sees stale objects.
+.venv/bin/python -m flash_relu_rocm.build
 exec .venv/bin/python -m pytest -ra -p no:cacheprovider tests/ "$@"

@@ -3,8 +3,9 @@
     relu-build/
       build/torch-rocm/   the variant: torch-ext/relu_flydsl/** flat, with
                           flash_relu_rocm/ copied in (relative imports only),
-                          LICENSE, _ops.py stamped with a unique id,
-                          metadata.json + digest
+                          code_objects/ (gfx950 .co files + manifest.json,
+                          rebuilt first when stale), LICENSE, _ops.py stamped
+                          with a unique id, metadata.json + digest
       benchmarks/         benchmark.py (kernels benchmark workloads)
       README.md           the card (CARD.md.j2 rendered with jinja2)
       LICENSE             Apache-2.0
@@ -22,18 +23,24 @@ import importlib.util
 import json
 import re
 import shutil
+import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from flash_relu_rocm import build as objects  # noqa: E402  (rungs -> code objects)
+
 PACKAGE = ROOT / "torch-ext" / "relu_flydsl"
 VARIANT = "torch-rocm"
+BUILDER = "tools/build_variant.py"
 LICENSE = ROOT / "LICENSE"
 CARD_TEMPLATE = ROOT / "CARD.md.j2"
-# PLACEHOLDER, like the Hub owner `org` in build.toml's repo-id: the source
-# repository's real address goes here (the card links to it) before the first upload.
-SOURCE_URL = "https://github.com/org/relu-flydsl"
+# build.toml's [general] source: the source repository (the card links to it,
+# metadata.json records it). A placeholder, like the Hub owner `org` in repo-id,
+# until the first upload.
+SOURCE_URL = tomllib.loads((ROOT / "build.toml").read_text())["general"]["source"]
 
 
 def _load_by_path(name: str, path: Path):
@@ -65,8 +72,9 @@ def public_api(variant: Path) -> list:
 
 
 def supported_dtypes(variant: Path) -> list:
-    """DTYPES of flash_relu_rocm/registry.py (loaded standalone: it imports no torch/flydsl)."""
-    return sorted(_load_by_path("_relu_flydsl_registry", variant / "flash_relu_rocm" / "registry.py").DTYPES)
+    """DTYPES of the variant's flash_relu_rocm/dtypes.py, the one dtype table
+    (loaded standalone: it imports no torch/flydsl)."""
+    return sorted(_load_by_path("_relu_flydsl_dtypes", variant / "flash_relu_rocm" / "dtypes.py").DTYPES)
 
 
 def _copy_package(dst: Path):
@@ -94,6 +102,41 @@ def stamp_ops(variant: Path, unique_id: str):
     ops.write_text(text)
 
 
+def stamp_version(variant: Path, version: int):
+    """Write the release number into the variant's _version.py: the shipped
+    package then reads no build.toml (and needs no tomllib, Python 3.11+)."""
+    path = variant / "_version.py"
+    text, n = re.subn(r"^_STAMPED = None\b.*$", f"_STAMPED = {int(version)}", path.read_text(), flags=re.M)
+    if n != 1:
+        raise RuntimeError(f"{path}: expected one `_STAMPED = None` line")
+    path.write_text(text)
+
+
+def git_state(root: Path = ROOT):
+    """{"commit", "dirty"} of the source checkout (dirty: uncommitted changes to
+    tracked files, as kernels defines it), or None outside a git checkout."""
+    def git(*args):
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True).stdout
+
+    try:
+        commit = git("rev-parse", "HEAD").strip()
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no").strip())
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return {"commit": commit, "dirty": dirty}
+
+
+def provenance(root: Path = ROOT) -> dict:
+    """kernels' `provenance` block. kernels requires a `kernel-builder` entry;
+    this variant is built by tools/build_variant.py, not by kernel-builder, and
+    says so in the version field (no builder commit is claimed)."""
+    block = {"kernel-builder": {"version": f"none: {BUILDER}"}}
+    state = git_state(root)
+    if state is not None:
+        block["kernel"] = state
+    return block
+
+
 def write_metadata(variant: Path, config: dict, unique_id: str) -> dict:
     k = kernels_private()
     general = config["general"]
@@ -103,9 +146,11 @@ def write_metadata(variant: Path, config: dict, unique_id: str) -> dict:
         "id": f"_{general['name'].replace('-', '_')}_rocm_{unique_id}",
         "version": general["version"],
         "license": general["license"],
-        "python-depends": [],  # flydsl is not on kernels' allowlist: imported lazily, see README
+        "source": general["source"],
+        "python-depends": [],  # the variant imports only the standard library, torch and itself
         "backend": {"type": "rocm", "archs": list(config["torch-noarch"]["rocm_archs"])},
         "digest": {"algorithm": str(digest.algorithm).lower(), "files": dict(digest.files)},
+        "provenance": provenance(),
     }
     path = variant / "metadata.json"
     path.write_text(json.dumps(metadata, indent=2) + "\n")
@@ -135,10 +180,14 @@ def card_variables(config: dict, variant: Path) -> dict:
 
 def build(out: Path) -> dict:
     config = read_build_toml()
+    rebuilt = objects.ensure_objects(objects.OBJECTS_DIR)
+    if rebuilt is not None:
+        print(f"rebuilt the code objects ({rebuilt})")
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     variant = tmp / "build" / VARIANT
     _copy_package(variant)
+    stamp_version(variant, config["general"]["version"])
     shutil.copy2(LICENSE, variant / "LICENSE")  # hashed with the variant: get_kernel downloads only build/
     shutil.copy2(LICENSE, tmp / "LICENSE")
     unique_id = source_id(variant)
