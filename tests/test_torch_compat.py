@@ -23,6 +23,7 @@ import torch
 from torch.func import functionalize, grad, hessian, jacfwd, jacrev, jvp, vmap
 
 import relu_flydsl
+from relu_flydsl import _inputs
 
 warnings.filterwarnings("ignore", message=".*(sparse|nested|quantiz|TypedStorage).*")
 
@@ -249,6 +250,49 @@ def test_relu_matches_torch(case, form):
         assert want is want_out
 
 
+# A plain x with an out torch must handle (layout or nesting): torch's answer too.
+OUT_KINDS = {
+    "sparse_coo": lambda: torch.zeros(2, 4).to_sparse(),
+    "sparse_csr": lambda: torch.zeros(2, 4).to_sparse_csr(),
+    "nested_strided": lambda: torch.nested.nested_tensor([torch.zeros(4), torch.zeros(4)]),
+    "function_subclass": lambda: torch.zeros(2, 4).as_subclass(FunctionSubclass),
+    "dispatch_subclass": lambda: WrapperSubclass(torch.zeros(2, 4)),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(OUT_KINDS))
+def test_a_plain_x_with_an_out_torch_must_handle(kind):
+    expected, torch_error = _outcome(lambda: torch.clamp_min(_dense(), 0, out=OUT_KINDS[kind]()))
+    out = OUT_KINDS[kind]()
+    before = _snapshot(out)
+    actual, error = _outcome(lambda: relu_flydsl.relu(_dense(), out=out))
+    if torch_error is not None:
+        if error is not None:
+            error.relu_out = (out, before)
+        _assert_torch_error(error, torch_error)
+        return
+    assert error is None, f"torch returned; relu() raised {type(error).__name__}: {str(error)[:500]}"
+    assert actual is out
+    assert_same(actual, expected)
+
+
+@pytest.mark.parametrize("kind", ["function_subclass", "dispatch_subclass", "sparse_coo"])
+def test_relus_own_out_contract_holds_where_torch_serves(kind):
+    """torch would resize a wrongly shaped out, or cast into another dtype; relu()
+    refuses both for every input (its documented contract), writing nothing."""
+    make = {"function_subclass": lambda t: t.as_subclass(FunctionSubclass), "dispatch_subclass": WrapperSubclass,
+            "sparse_coo": lambda t: t.to_sparse()}[kind]
+    x = make(_dense())
+    wrong_shape = make(torch.full((3, 4), 7.0))
+    with pytest.raises(ValueError, match="shape"):
+        relu_flydsl.relu(x, out=wrong_shape)
+    assert _equal(_content(wrong_shape), _content(make(torch.full((3, 4), 7.0))))
+    wrong_dtype = make(torch.full((2, 4), 7.0, dtype=torch.float64))
+    with pytest.raises(TypeError, match="dtype"):
+        relu_flydsl.relu(x, out=wrong_dtype)
+    assert _equal(_content(wrong_dtype), _content(make(torch.full((2, 4), 7.0, dtype=torch.float64))))
+
+
 def test_logging_subclass_sees_torch_functions():
     """A __torch_function__ subclass is handed to torch: its handler sees a torch call."""
     LoggingSubclass.seen.clear()
@@ -369,3 +413,44 @@ def test_inference_out_is_refused_after_the_kernel_served_that_shape(vgpu):
     with pytest.raises(RuntimeError, match="(?i)inplace update to (an )?inference tensor outside InferenceMode"):
         relu_flydsl.relu(x, out=y)
     assert torch.equal(y, torch.full((4096,), 7.0))
+
+
+# ---- needs_torch / why_torch, directly ----------------------------------------------
+def _decisions(case, form):
+    with contextlib.ExitStack() as stack:
+        x = _make(case, stack)
+        if form == "out=new":
+            try:
+                out = _new_like(x)
+            except (NotImplementedError, AssertionError):  # mkldnn: no empty_like; fake mode: real x
+                out = torch.empty(2, 4)
+        else:
+            out = None if form == "relu" else x
+        return _inputs.needs_torch(x, out), _inputs.why_torch(x, out)
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_why_torch_gives_a_reason_exactly_when_needs_torch_says_so(case, form):
+    needs, why = _decisions(case, form)
+    assert needs == (why is not None), (needs, why)
+    plain = case in ("parameter", "meta", "normal_tensor_in_inference_mode", "inference_tensor_in_mode") or (
+        case == "inference_tensor" and form != "out=x")
+    assert needs == (not plain), (case, form, why)
+
+
+def test_needs_torch_inside_transforms_and_for_non_tensors():
+    x = torch.randn(3, 4)
+    seen = []
+    vmap(lambda t: seen.append((_inputs.needs_torch(t, None), _inputs.why_torch(t, None))) or t)(x)
+    grad(lambda t: seen.append((_inputs.needs_torch(t, None), _inputs.why_torch(t, None))) or t.sum())(x[0])
+    assert seen == [(True, "torch.func transform")] * 2
+    assert _inputs.needs_torch(x, None) is False and _inputs.why_torch(x, None) is None
+    assert _inputs.needs_torch([1.0], None) is False and _inputs.needs_torch(x, [1.0]) is False  # left to validation
+
+
+@pytest.mark.vgpu
+@pytest.mark.parametrize("kind", sorted(OUT_KINDS))
+def test_a_plain_x_with_an_out_torch_must_handle_on_the_virtual_gfx950(vgpu, kind):
+    test_a_plain_x_with_an_out_torch_must_handle(kind)
+    assert not [k for k in relu_flydsl.dispatch_stats() if k.startswith("flydsl/")], relu_flydsl.dispatch_stats()

@@ -30,22 +30,24 @@ def needs_torch(x, out) -> bool:
     """True when torch must handle relu(x, out) itself: non-strided layouts
     (sparse COO/CSR/CSC/BSR/BSC, mkldnn), nested or quantized tensors, tensor
     subclasses (__torch_function__ / __torch_dispatch__ wrappers, FakeTensor,
-    the jagged NestedTensor; nn.Parameter counts as plain), meta tensors, an
+    the jagged NestedTensor; nn.Parameter counts as plain), an
     active torch.func transform (vmap, grad, jvp, jacrev, functionalize, any
     nesting: the tensors inside are functorch wrappers without storage) or an
     active torch dispatch mode (FakeTensorMode, make_fx, FlopCounterMode), and
     an out that is an inference tensor outside inference mode (torch raises).
     A non-tensor x or out is left to the caller's validation (False).
 
-    out (when not x) is checked for type, layout and nesting only: relu()
-    requires out's dtype and device to equal x's, so a quantized or meta out
-    with a plain x is rejected by that validation, never served.
+    Meta tensors need nothing here: they are on no ROCm device, so the
+    dispatcher's fallback (torch's kernel) serves them. out (when not x) is
+    checked for type, layout and nesting only: relu() requires out's dtype
+    and device to equal x's, so a quantized or meta out with a plain x is
+    rejected by that validation, never served.
     Inlined and ordered cheapest first: it runs on every call that misses
     relu()'s hot path."""
     tx = type(x)
     if tx is not _Tensor and tx is not _Parameter:
         return isinstance(x, _Tensor)
-    if x.layout is not _strided or x.is_nested or x.is_quantized or x.is_meta:
+    if x.layout is not _strided or x.is_nested or x.is_quantized:
         return True
     if out is not None and out is not x:
         to = type(out)
@@ -73,8 +75,6 @@ def why_torch(x, out):
             return "nested tensor"
         if full and t.is_quantized:
             return "quantized tensor"
-        if full and t.is_meta:
-            return "meta tensor"
     if not isinstance(x, _Tensor):
         return None
     if isinstance(out, _Tensor) and out.is_inference() and not _inference_mode():
