@@ -454,3 +454,33 @@ def test_needs_torch_inside_transforms_and_for_non_tensors():
 def test_a_plain_x_with_an_out_torch_must_handle_on_the_virtual_gfx950(vgpu, kind):
     test_a_plain_x_with_an_out_torch_must_handle(kind)
     assert not [k for k in relu_flydsl.dispatch_stats() if k.startswith("flydsl/")], relu_flydsl.dispatch_stats()
+
+
+@pytest.mark.vgpu
+@pytest.mark.parametrize("transform", ["functionalize", "vmap", "grad", "jvp"])
+def test_transforms_after_the_kernel_served_that_size(vgpu, transform):
+    """relu()'s hot path holds a launch entry for 4096 float32 elements; the same size
+    inside a transform (a functionalize wrapper's data pointer reads as 0, a batched
+    tensor has none) must still get torch's answer, never a launch."""
+    x = torch.randn(4096)
+    y = torch.empty_like(x)
+    vgpu.register(x, name="x")
+    vgpu.register(y, name="y")
+    relu_flydsl.relu(x, out=y)
+    relu_flydsl.relu(x, out=y)
+    served = relu_flydsl.dispatch_stats()
+    assert any(k.startswith("flydsl/") for k in served), served
+    launches = len(vgpu.launches)
+    batch = x.reshape(1, 4096) if transform == "vmap" else x
+    for form in ("out=x", "out=new"):
+        want, torch_error = _outcome(lambda: _flat(TRANSFORMS[transform](TORCH_FORMS[form])(batch)))
+        got, error = _outcome(lambda: _flat(TRANSFORMS[transform](RELU_FORMS[form])(batch)))
+        if torch_error is not None:
+            _assert_torch_error(error, torch_error)
+        else:
+            assert error is None, f"{form}: relu() raised {type(error).__name__}: {str(error)[:300]}"
+            for a, b in zip(got, want):
+                assert_same(a, b)
+    assert len(vgpu.launches) == launches, "a launch under a torch.func transform"
+    assert {k: v for k, v in relu_flydsl.dispatch_stats().items() if k.startswith("flydsl/")} == {
+        k: v for k, v in served.items() if k.startswith("flydsl/")}
