@@ -4,7 +4,10 @@ report and the benchmarks alike. Importing this file does not import flydsl."""
 from dataclasses import dataclass
 import importlib
 
-from .dtypes import ALL_DTYPES, ALL_ELEMENT_BYTES, DTYPES, ELEMENT_BYTES  # the one dtype table (dtypes.py)
+from .dtypes import ALL_DTYPES, ALL_ELEMENT_BYTES, DTYPES  # the one dtype table (dtypes.py)
+# Re-exported for the planner, the runtime and the tests, which read the served
+# dtypes' sizes beside the rungs (registry.ELEMENT_BYTES).
+from .dtypes import ELEMENT_BYTES  # noqa: F401
 
 VECTOR_BYTES = 16  # one 128-bit copy atom per thread
 
