@@ -30,6 +30,11 @@ class Rung:
         """Widest vector in elements this rung may use for `dtype`."""
         return VECTOR_BYTES // ALL_ELEMENT_BYTES[dtype] if self.vectorized else 1
 
+    def tile(self, vec: int) -> int:
+        """Elements one block moves at vector width `vec` (block * vec, times
+        the unroll of v3's swept variant): what the planner's grid divides by."""
+        return self.block * vec * self.unroll
+
     def build(self, dtype: str, vec: int):
         """The `@flyc.jit` launcher for (dtype, vec); imports flydsl. Takes
         the served dtypes and the pending ones (dtypes.PENDING_DTYPES), which
