@@ -103,7 +103,7 @@ DISPATCH_MUTANTS = (
     _m("hot-grad-unchecked", "fast path: x requiring grad with out= not refused",
        _D, "and not x.requires_grad", "and True", "hostile_out_on_the_hot_path"),
     _m("hot-env-unread", "fast path: kill switch / forced rung not re-read",
-       _D, "if env_raw() != s.env:", "if False:", "kill_switch_on_the_hot_path"),
+       _D, "if (_env_get(_ENV_K0), _env_get(_ENV_K1), _env_get(_ENV_K2)) != s.env:", "if False:", "kill_switch_on_the_hot_path"),
     _m("hot-error-swallowed", "fast path: launch error returned but not raised",
        _D, "    if error:\n        _launch_failed(error, entry.plan, numel)", "    if False:\n        pass",
        "hot_failed_launch"),

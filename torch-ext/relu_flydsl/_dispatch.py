@@ -15,12 +15,13 @@ torch and this package: the kernels are the shipped code objects (_objects.py).
 All mutable state lives in _state.STATE.
 """
 
+import os
 from typing import NamedTuple, Optional
 
 import torch
 
 from . import _canary, _hip, _launch, _objects
-from ._state import ENV_CANARY, ENV_DISABLE, ENV_RUNG, STATE, env_raw, quote
+from ._state import _ENV_DATA, _ENV_KEYS, ENV_CANARY, ENV_DISABLE, ENV_RUNG, STATE, quote
 from .flash_relu_rocm import plan
 from .flash_relu_rocm.registry import DTYPES, ELEMENT_BYTES, RUNGS, get_rung
 
@@ -227,6 +228,13 @@ _is_compiling = torch.compiler.is_compiling
 _transform_level = torch._C._functorch.maybe_current_level  # None outside torch.func transforms
 _dispatch_modes = torch._C._len_torch_dispatch_stack        # FakeTensorMode, make_fx, ...
 _launch_one = _launch.launch
+_fast_entries = STATE.fast  # one dict for the life of the process (cleared in place)
+if _ENV_DATA is not None:
+    _env_get = _ENV_DATA.get
+    _ENV_K0, _ENV_K1, _ENV_K2 = _ENV_KEYS
+else:  # not CPython's os.environ: plain lookups
+    _env_get = os.environ.get
+    _ENV_K0, _ENV_K1, _ENV_K2 = ENV_DISABLE, ENV_RUNG, ENV_CANARY
 
 
 def fast(x, out, rung) -> bool:
@@ -252,11 +260,12 @@ def fast(x, out, rung) -> bool:
             and not x.is_neg()  # a neg-bit view's memory holds -x (conj bits: complex, never served)
             and not out.is_neg()
             and x.shape == out.shape
-            and x.device == out.device
+            and x.get_device() == out.get_device()  # device_info(x) below: x is on a ROCm device
         ):
             return False
         s = STATE
-        if env_raw() != s.env:  # kill switch / forced rung / canary changed: drops every entry
+        # kill switch / forced rung / canary changed: drops every entry (env_raw(), inlined)
+        if (_env_get(_ENV_K0), _env_get(_ENV_K1), _env_get(_ENV_K2)) != s.env:
             s.refresh()
         dev = device_info(x)
         if dev is None or dev.arch != SUPPORTED_ARCH:  # any gfx950 device (entries are per device)
@@ -268,7 +277,7 @@ def fast(x, out, rung) -> bool:
         return False
     # Fast entries exist only for valid rungs, served dtypes, single launches,
     # ready kernels, the kernel path enabled (settings changes clear them).
-    entry = s.fast.get((rung, dt, numel, xp & 15, yp & 15, dev.index))
+    entry = _fast_entries.get((rung, dt, numel, xp & 15, yp & 15, dev.index))
     if entry is None:
         return False
     nbytes = numel * entry.esize

@@ -96,7 +96,9 @@ class DispatchState:
         with self.lock:
             self.counters = {}
             self.entries = {}
-            self.fast = {}
+            if not hasattr(self, "fast"):
+                self.fast = {}  # cleared in place ever after: the fast path holds it
+            self.fast.clear()
             self.functions = {}
             self.modules = []
             self.verdicts = {}
