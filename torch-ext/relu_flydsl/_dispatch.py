@@ -304,9 +304,9 @@ def run(x: torch.Tensor, out: torch.Tensor, rung: Optional[str], info=_NO_INFO) 
     if reason is None and x.numel() == 0:
         reason = "empty tensor"
     if reason is None:
-        reason = _objects.unavailable()
+        reason = _objects.unavailable() or _hip.unavailable()
         if reason is not None:
-            STATE.warn_once("objects", reason)
+            STATE.warn_once(("unavailable", reason), reason)
     if reason is None:
         rung_name = rung or STATE.settings.default_rung  # current(): fallback_reason re-read it
         xp, yp = x.data_ptr(), out.data_ptr()
