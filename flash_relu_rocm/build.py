@@ -161,6 +161,10 @@ def stale(objects_dir: Path = OBJECTS_DIR, source_dir: Path = SOURCE_DIR, tools:
     kernels = manifest.get("kernels")
     if not isinstance(kernels, dict):
         return f"{MANIFEST} has no kernel table"
+    expected = {kernel_key(r.name, d, v) for r, d, v in kernel_specs()}
+    if set(kernels) != expected:
+        missing, extra = sorted(expected - set(kernels)), sorted(set(kernels) - expected)
+        return f"the kernel set differs from the planner's: missing {missing[:5]}, extra {extra[:5]}"
     for key, entry in sorted(kernels.items()):
         path = objects_dir / str(entry.get("file"))
         try:
@@ -306,13 +310,22 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description="Build the gfx950 code objects of every ladder kernel.")
     parser.add_argument("--out", type=Path, default=OBJECTS_DIR)
     parser.add_argument("--force", action="store_true", help="rebuild even when the objects are up to date")
+    parser.add_argument("--kernels", help="only these kernels, comma-separated keys (e.g. v5/bfloat16/x8); implies --force")
     args = parser.parse_args(argv)
     start = time.monotonic()
-    reason = "--force" if args.force else stale(args.out)
+    specs = None
+    if args.kernels:
+        by_key = {kernel_key(r.name, d, v): (r, d, v) for r, d, v in kernel_specs()}
+        wanted = [k.strip() for k in args.kernels.split(",") if k.strip()]
+        unknown = [k for k in wanted if k not in by_key]
+        if unknown:
+            parser.error(f"unknown kernels {unknown}; e.g. {sorted(by_key)[:3]}")
+        specs = [by_key[k] for k in wanted]
+    reason = "--force" if args.force or specs else stale(args.out)
     if reason is None:
         print(f"code objects up to date: {args.out}")
         return 0
-    manifest = build_objects(args.out)
+    manifest = build_objects(args.out, specs)
     print(f"built {len(manifest['kernels'])} code objects in {time.monotonic() - start:.1f} s ({reason}): {args.out}")
     return 0
 

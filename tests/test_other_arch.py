@@ -4,14 +4,16 @@
   it (kernels' own arch check against metadata.json's backend.archs); with
   check_arch=False it loads, every call takes torch's kernel with torch.relu's results,
   and dispatch_stats() says `fallback/arch gfx942 (kernels are built for gfx950)`.
-  Simulated by torch's device queries only (torch.version.hip, torch.cuda.is_available /
-  current_device / get_device_properties / current_stream) and tensors that report
-  device 0 of that torch (a Tensor subclass: is_cuda, get_device); kernels' arch check
-  and relu_flydsl's device_info run unmodified.
-- CPU machine (this one) and CUDA machine (torch.version.cuda set): get_kernel raises
-  FileNotFoundError, the only variant being torch-rocm; has_kernel() says False, so a
-  mixed fleet can choose torch.relu there. (Checked on a real H200 too, with
-  torch 2.11.0+cu130: the same message, "system backend (cuda)".)
+  Simulated by torch's device queries only (torch.version.hip set, torch.version.cuda
+  None, torch.cuda.is_available / current_device / get_device_properties /
+  current_stream, torch._C._cuda_getCurrentRawStream) and plain tensors that report
+  device 0 of that torch (torch.Tensor's is_cuda and get_device patched in that process);
+  kernels' arch check and relu_flydsl's device_info run unmodified.
+- CPU machine and CUDA machine (torch.version.hip and torch.version.cuda set to what
+  each build reports, on any build of torch): get_kernel raises FileNotFoundError, the
+  only variant being torch-rocm; has_kernel() says False, so a mixed fleet can choose
+  torch.relu there. (Checked on a real H200 too, with torch 2.11.0+cu130: the same
+  message, "system backend (cuda)".)
 
 The Hub is replaced by kernels' documented local override, LOCAL_KERNELS=repo=path.
 """
@@ -34,19 +36,19 @@ GFX942 = textwrap.dedent('''
     import json, sys, types
     import torch
 
-    # A ROCm torch on a gfx942: the device queries kernels and relu_flydsl make.
+    # A ROCm torch on a gfx942: the device queries kernels and relu_flydsl make
+    # (kernels reads torch.version.cuda before hip: a CUDA build must hide it).
     torch.version.hip = "7.0.0"
+    torch.version.cuda = None
     torch.cuda.is_available = lambda: True
     torch.cuda.current_device = lambda: 0
     torch.cuda.get_device_properties = lambda index=None: types.SimpleNamespace(gcnArchName="gfx942:sramecc+:xnack-")
     torch.cuda.current_stream = lambda index=None: types.SimpleNamespace(cuda_stream=0)
-
-    class OnDevice0(torch.Tensor):
-        """A tensor that says it lives on that torch's device 0 (its memory is host memory)."""
-        is_cuda = property(lambda self: True)
-
-        def get_device(self):
-            return 0
+    torch._C._cuda_getCurrentRawStream = lambda index: 0  # a CUDA build has the real one
+    # Every tensor says it lives on that torch's device 0 (its memory is host memory);
+    # plain tensors, so relu() treats them as any ROCm tensor (a subclass goes to torch).
+    torch.Tensor.is_cuda = property(lambda self: True)
+    torch.Tensor.get_device = lambda self: 0
 
     from kernels import get_kernel, has_kernel
 
@@ -62,16 +64,14 @@ GFX942 = textwrap.dedent('''
     for dtype in (torch.float32, torch.float16, torch.bfloat16):
         base = torch.randn(4097, dtype=dtype)
         base[:4] = torch.tensor([-0.0, float("inf"), -float("inf"), float("nan")])
-        x = base.clone().as_subclass(OnDevice0)
+        x = base.clone()
         expect = torch.relu(base)
         y = k.relu(x)
         out = torch.empty_like(x)
         k.relu(x, out=out, rung="v4")
         k.relu(x, out=x)  # in place
-        same.append(all(torch.equal(t.as_subclass(torch.Tensor).view(torch.int16 if dtype != torch.float32 else
-                                                                      torch.int32),
-                                    expect.view(torch.int16 if dtype != torch.float32 else torch.int32))
-                        for t in (y, out, x)))
+        ints = torch.int16 if dtype != torch.float32 else torch.int32
+        same.append(all(type(t) is torch.Tensor and torch.equal(t.view(ints), expect.view(ints)) for t in (y, out, x)))
     result["same_bits_as_torch_relu"] = same
     result["stats"] = k.dispatch_stats()
     print(json.dumps(result))
@@ -96,13 +96,12 @@ def test_gfx942_is_refused_by_default_and_falls_back_with_check_arch_false(varia
 
 @pytest.mark.parametrize("machine", ["cpu", "cuda"])
 def test_get_kernel_on_cpu_and_cuda_machines_raises_file_not_found(variant_build, monkeypatch, machine):
-    if torch.version.hip is not None or torch.version.cuda is not None:
-        pytest.skip(f"this torch is a GPU build ({torch.version.hip or torch.version.cuda}): the CPU case cannot run")
     from kernels import get_kernel, has_kernel
 
     monkeypatch.setenv("LOCAL_KERNELS", f"{REPO}={variant_build}")
-    if machine == "cuda":
-        monkeypatch.setattr(torch.version, "cuda", "12.8")  # what kernels reads to pick the backend
+    # What kernels reads to pick the backend (cuda, then hip), as each build reports it.
+    monkeypatch.setattr(torch.version, "cuda", "12.8" if machine == "cuda" else None)
+    monkeypatch.setattr(torch.version, "hip", None)
     assert not has_kernel(REPO, version=1, trust_remote_code=True, check_arch=False)
     for check_arch in (True, False):
         with pytest.raises(FileNotFoundError) as e:

@@ -18,6 +18,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 import build_variant  # noqa: E402
 
 KP = build_variant._load_by_path("_kp_under_test", PKG / "_kernels_private.py")  # the one user of kernels._rust
+VERSION = int(build_variant.read_build_toml()["general"]["version"])
 
 
 def test_build_toml_is_accepted_by_kernels():
@@ -172,7 +173,7 @@ def test_built_variant_layout(built):
     Digest, DigestAlgorithm, Metadata = k.Digest, k.DigestAlgorithm, k.Metadata
     variant = built / "build" / "torch-rocm"
     meta = Metadata.read_from_file(str(variant / "metadata.json"))
-    assert meta.version == 1 and meta.backend.archs == ["gfx950"]
+    assert meta.version == VERSION and meta.backend.archs == ["gfx950"]
     Digest.hash_variant(DigestAlgorithm.SHA256, variant)
     meta.digest.validate(Digest.hash_variant(DigestAlgorithm.SHA256, variant))
     assert (variant / "flash_relu_rocm" / "v5_nontemporal.py").is_file()
@@ -184,6 +185,128 @@ def test_built_variant_layout(built):
     assert b"Apache License" in license_text and b"Version 2.0, January 2004" in license_text
     assert (variant / "LICENSE").read_bytes() == license_text and (built / "LICENSE").read_bytes() == license_text
     assert "LICENSE" in meta.digest.files
+    # Every code object and the manifest are hashed with the variant.
+    objects = sorted(p.name for p in (variant / "code_objects").iterdir())
+    assert "manifest.json" in objects and sum(n.endswith(".co") for n in objects) == 47
+    assert all(f"code_objects/{n}" in meta.digest.files for n in objects)
+
+
+def test_metadata_records_source_and_provenance(built):
+    """kernels' `source` (the source repository, build.toml's) and `provenance`
+    (the kernel's commit and whether the tree had uncommitted changes)."""
+    variant = built / "build" / "torch-rocm"
+    raw = json.loads((variant / "metadata.json").read_text())
+    meta = build_variant.kernels_private().Metadata.read_from_file(str(variant / "metadata.json"))
+    assert meta.source == raw["source"] == build_variant.SOURCE_URL == build_variant.read_build_toml()["general"]["source"]
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
+    if head.returncode != 0:
+        assert "kernel" not in raw["provenance"]  # not a git checkout: no commit is claimed
+        return
+    dirty = bool(subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, check=True).stdout.strip())
+    assert meta.provenance.kernel.commit == raw["provenance"]["kernel"]["commit"] == head.stdout.strip()
+    assert meta.provenance.kernel.dirty is raw["provenance"]["kernel"]["dirty"] is dirty
+    assert raw["provenance"]["kernel-builder"]["version"].startswith("none: ")  # kernel-builder did not build it
+
+
+def test_provenance_follows_the_checkouts_state(tmp_path):
+    """The dirty flag is read, not assumed: a fresh repository, clean then edited."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.email=t@example.com", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (repo / "a.py").write_text("x = 1\n")
+    subprocess.run([*git, "add", "a.py"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "a"], check=True)
+    clean = build_variant.provenance(repo)["kernel"]
+    assert clean["dirty"] is False and len(clean["commit"]) == 40
+    (repo / "untracked.py").write_text("")
+    assert build_variant.provenance(repo)["kernel"]["dirty"] is False  # untracked files do not count (kernels' rule)
+    (repo / "a.py").write_text("x = 2\n")
+    assert build_variant.provenance(repo)["kernel"] == {"commit": clean["commit"], "dirty": True}
+    assert "kernel" not in build_variant.provenance(tmp_path / "not-a-repo")
+
+
+# Standard-library modules and names that Python 3.10 lacks (the variant supports 3.10+).
+NEW_MODULES = {"tomllib": "3.11", "wsgiref.types": "3.11", "dbm.sqlite3": "3.13", "annotationlib": "3.14",
+               "compression": "3.14", "concurrent.interpreters": "3.14", "string.templatelib": "3.14"}
+NEW_NAMES = {
+    "typing": {"Self", "LiteralString", "Never", "assert_never", "assert_type", "reveal_type", "TypeVarTuple",
+               "Unpack", "Required", "NotRequired", "dataclass_transform", "get_overloads", "clear_overloads",
+               "override", "TypeAliasType", "ReadOnly", "TypeIs", "NoDefault"},
+    "enum": {"StrEnum", "ReprEnum", "EnumCheck", "FlagBoundary", "verify", "member", "nonmember", "global_enum"},
+    "datetime": {"UTC"}, "hashlib": {"file_digest"}, "contextlib": {"chdir"}, "operator": {"call"},
+    "itertools": {"batched"}, "asyncio": {"TaskGroup", "Runner", "timeout"},
+}
+NEW_BUILTINS = {"ExceptionGroup", "BaseExceptionGroup"}
+
+
+def py310_problems(source: str, name: str) -> list:
+    """Why `source` would not run on Python 3.10: syntax newer than 3.10, or a
+    standard-library module or name added later."""
+    try:
+        tree = ast.parse(source, filename=name, feature_version=(3, 10))
+    except SyntaxError as e:
+        return [f"{name}:{e.lineno}: not Python 3.10 syntax ({e.msg})"]
+    problems = []
+    aliases = {}
+    for node in ast.walk(tree):
+        line = f"{name}:{getattr(node, 'lineno', '?')}"
+        if type(node).__name__ in ("TryStar", "TypeAlias", "TypeVar", "ParamSpec", "TypeVarTuple"):
+            problems.append(f"{line}: {type(node).__name__} is newer than Python 3.10")
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name in NEW_MODULES or a.name.split(".")[0] in NEW_MODULES:
+                    problems.append(f"{line}: import {a.name} (Python {NEW_MODULES.get(a.name, '3.11+')})")
+                aliases[a.asname or a.name] = a.name
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module in NEW_MODULES:
+                problems.append(f"{line}: from {node.module} import (Python {NEW_MODULES[node.module]})")
+            for a in node.names:
+                if f"{node.module}.{a.name}" in NEW_MODULES or a.name in NEW_NAMES.get(node.module, ()):
+                    problems.append(f"{line}: from {node.module} import {a.name} (newer than Python 3.10)")
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            module = aliases.get(node.value.id)
+            if module and node.attr in NEW_NAMES.get(module, ()):
+                problems.append(f"{line}: {module}.{node.attr} (newer than Python 3.10)")
+        elif isinstance(node, ast.Name) and node.id in NEW_BUILTINS:
+            problems.append(f"{line}: {node.id} (Python 3.11)")
+    return problems
+
+
+@pytest.mark.parametrize("snippet, words", [
+    ("import tomllib", "import tomllib"),
+    ("from tomllib import loads", "from tomllib import"),
+    ("from typing import Self", "typing import Self"),
+    ("import datetime\nx = datetime.UTC", "datetime.UTC"),
+    ("try:\n    pass\nexcept* ValueError:\n    pass", "3.10"),
+    ("raise ExceptionGroup('x', [])", "ExceptionGroup"),
+    ("import wsgiref.types", "wsgiref.types"),
+])
+def test_the_python_310_check_finds_newer_code(snippet, words):
+    problems = py310_problems(snippet, "x.py")
+    assert problems and words in problems[0], problems
+
+
+def test_variant_is_python_310_code(built):
+    """Every file of the shipped variant parses as Python 3.10 and imports
+    nothing the 3.10 standard library lacks (kernels supports Python 3.10+)."""
+    variant = built / "build" / "torch-rocm"
+    files = sorted(variant.rglob("*.py"))
+    assert any(f.name == "_version.py" for f in files) and len(files) > 10
+    problems = [p for f in files for p in py310_problems(f.read_text(), str(f.relative_to(variant)))]
+    assert problems == []
+
+
+def test_the_variants_version_is_stamped(built):
+    """The variant reads its version from its own _version.py, no file and no TOML parser."""
+    path = built / "build" / "torch-rocm" / "_version.py"
+    assert f"_STAMPED = {VERSION}" in path.read_text()
+    code = (f"import sys; sys.modules['tomllib'] = None; import importlib.util as u; "
+            f"s = u.spec_from_file_location('v', {str(path)!r}); m = u.module_from_spec(s); s.loader.exec_module(m); "
+            "print(m.__version__)")
+    r = _run(code)
+    assert r.returncode == 0 and r.stdout.strip() == str(VERSION), r.stderr
 
 
 def test_variant_loads_with_kernels_and_runs(built):
@@ -194,5 +317,5 @@ def test_variant_loads_with_kernels_and_runs(built):
     x = torch.tensor([-2.0, -0.0, float("inf"), 1.5])
     y = k.relu(x)
     assert torch.equal(y, torch.relu(x)) and torch.equal(torch.signbit(y), torch.signbit(torch.relu(x)))
-    assert k.__version__ == "1"
+    assert k.__version__ == str(VERSION)
     assert k.dispatch_stats() == {"fallback/not a ROCm device": 1}

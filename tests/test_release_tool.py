@@ -4,6 +4,9 @@ HfApi.upload_folder / upload_file against an HfApi whose network calls are
 replaced by a recorder (no network)."""
 
 import copy
+import functools
+import shlex
+import subprocess
 import re
 import sys
 import types
@@ -16,6 +19,19 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import release  # noqa: E402
 from huggingface_hub import HfApi, hf_api  # noqa: E402
+
+VERSION = int(release.build_variant.read_build_toml()["general"]["version"])
+BRANCH = f"v{VERSION}"
+# Symbols promised for this version that __init__.py's __all__ does not export yet: the
+# release tool refuses such a tree (tested below), so the tests that run a whole release
+# say so and skip until __all__ has them.
+PENDING = sorted(set(release.PROMISED_ADDITIONS.get(VERSION, ()))
+                 - set(release.public_api(release.build_variant.PACKAGE)))
+
+
+def _needs_a_releasable_tree():
+    if PENDING:
+        pytest.skip(f"__init__.py's __all__ lacks {PENDING}, promised for v{VERSION}; the release tool refuses this tree")
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +103,7 @@ def _dry_run_rows(text, out):
 
 
 def test_dry_run_lists_exactly_what_the_upload_sends(built, capsys, recording):
+    _needs_a_releasable_tree()
     out, manifest = built
     before = {p: p.read_bytes() for p in [ROOT / "CHANGELOG.md", *sorted((ROOT / "releases").glob("*.json"))] if p.exists()}
     assert release.main(["--dry-run", "--out", str(out)]) == 0
@@ -98,12 +115,15 @@ def test_dry_run_lists_exactly_what_the_upload_sends(built, capsys, recording):
     release.upload(api, out, manifest)
     sent = _sent(api)
     assert _dry_run_rows(printed, out) == sent
-    assert ("create_branch", "org/relu-flydsl", {"branch": "v1", "repo_type": "kernel", "exist_ok": True}) in api.calls
-    v1 = {path for branch, _, path, _ in sent if branch == "v1"}
+    assert ("create_branch", "org/relu-flydsl", {"branch": BRANCH, "repo_type": "kernel", "exist_ok": True}) in api.calls
+    assert {branch for branch, *_ in sent} == {BRANCH, "main"}  # no earlier version's branch is touched
+    files = {path for branch, _, path, _ in sent if branch == BRANCH}
     assert {"build/torch-rocm/metadata.json", "build/torch-rocm/LICENSE", "benchmarks/benchmark.py",
-            "README.md", "LICENSE"} <= v1
-    assert all(p.startswith(("build/torch-rocm/", "benchmarks/")) or p in ("README.md", "LICENSE") for p in v1)
-    assert not any("__pycache__" in p or p.endswith(".pyc") for p in v1)
+            "build/torch-rocm/code_objects/manifest.json", "README.md", "LICENSE"} <= files
+    objects = out / "build" / "torch-rocm" / "code_objects"
+    assert {f"build/torch-rocm/code_objects/{p.name}" for p in objects.iterdir()} <= files  # every code object ships
+    assert all(p.startswith(("build/torch-rocm/", "benchmarks/")) or p in ("README.md", "LICENSE") for p in files)
+    assert not any("__pycache__" in p or p.endswith(".pyc") for p in files)
     assert [r[2] for r in sent if r[0] == "main"] == ["README.md"]
 
 
@@ -139,9 +159,14 @@ def test_hub_client_must_know_kernel_repos(monkeypatch):
         release.check_hub_client()
 
 
-def _m(version, all_=None, dtypes=None, fp="sha256:a"):
-    return {"version": version, "all": sorted(all_ or ["layers", "relu"]), "dtypes": sorted(dtypes or ["bfloat16", "float16", "float32"]),
-            "digest_fingerprint": fp}
+API = ["layers", "relu", "verify_digest"]
+DTYPES = ["bfloat16", "float16", "float32"]
+RUNGS = ["v1", "v2", "v3", "v4", "v5"]
+
+
+def _m(version, all_=None, dtypes=None, rungs=None, fp="sha256:a"):
+    return {"version": version, "all": sorted(all_ or API), "dtypes": sorted(dtypes or DTYPES),
+            "rungs": sorted(rungs or RUNGS), "digest_fingerprint": fp}
 
 
 @pytest.mark.parametrize(
@@ -149,13 +174,18 @@ def _m(version, all_=None, dtypes=None, fp="sha256:a"):
     [
         (_m(1), None, True, "first"),
         (_m(1, fp="sha256:b"), _m(1), True, "compatible fix"),
-        (_m(1, all_=["layers", "relu", "relu6"]), _m(1), False, "new public symbols ['relu6']"),
-        (_m(1, all_=["relu"]), _m(1), False, "removed public symbols ['layers']"),
-        (_m(1, dtypes=["bfloat16", "float16", "float32", "float64"]), _m(1), False, "new dtypes ['float64']"),
-        (_m(2, all_=["layers", "relu", "relu6"]), _m(1), True, "new version v2"),
+        (_m(1, all_=API + ["relu6"]), _m(1), False, "new public symbols ['relu6']"),
+        (_m(1, all_=["relu", "verify_digest"]), _m(1), False, "removed public symbols ['layers']"),
+        (_m(1, dtypes=DTYPES + ["float64"]), _m(1), False, "new dtypes ['float64']"),
+        (_m(1, dtypes=["bfloat16", "float32"]), _m(1), False, "removed dtypes ['float16']"),
+        (_m(1, rungs=RUNGS + ["v6"]), _m(1), False, "new rungs ['v6']"),
+        (_m(1, rungs=["v1", "v2", "v3", "v5"]), _m(1), False, "removed rungs ['v4']"),
+        (_m(2, all_=API + ["relu6"]), _m(1), True, "new version v2 after v1: new public symbols ['relu6']"),
+        (_m(2, rungs=["v2", "v3", "v4", "v5"]), _m(1), True, "new version v2 after v1: removed rungs ['v1']"),
         (_m(3), _m(1), False, "skips"),
         (_m(1), _m(2), False, "older"),
         (_m(0, all_=["x"]), _m(0), True, "alpha"),
+        (_m(2, all_=["layers", "relu"]), _m(1, all_=["layers", "relu"]), False, "v2 must export ['verify_digest']"),
     ],
 )
 def test_versioning_rules(new, previous, ok, words):
@@ -164,12 +194,62 @@ def test_versioning_rules(new, previous, ok, words):
     assert words in " ".join(check.messages)
 
 
+@pytest.mark.parametrize("surface", ["all", "dtypes", "rungs"])
+def test_each_removal_alone_is_a_breaking_change(surface):
+    """Each surface on its own: one removed element, nothing else changed, is
+    refused within a version and named as breaking in the new version's entry."""
+    base = _m(1)
+    new = copy.deepcopy(base)
+    removed = new[surface].pop(0)
+    check = release.check_versioning(new, base)
+    assert not check.ok and f"[{removed!r}]" in check.messages[0], check.messages
+    entry = release.changelog_entry(dict(new, version=2, all=new["all"], branch="v2", variant="torch-rocm",
+                                         backend={"archs": ["gfx950"]}), base, None, "2026-01-01")
+    assert f"`{removed}` (breaking)" in entry
+
+
+def test_a_release_record_without_a_surface_cannot_be_compared():
+    previous = _m(1)
+    del previous["rungs"]
+    with pytest.raises(release.ReleaseError, match="has no 'rungs'"):
+        release.check_versioning(_m(2), previous)
+
+
+def test_every_recorded_release_names_its_surfaces():
+    for version, manifest in release.load_manifests().items():
+        for key, _ in release.SURFACES:
+            assert manifest.get(key), f"releases/v{version}.json has no {key}"
+
+
+def test_the_build_reads_rungs_from_the_variants_registry(built):
+    out, manifest = built
+    from flash_relu_rocm.registry import RUNGS as registry_rungs
+
+    assert manifest["rungs"] == sorted(registry_rungs) == RUNGS
+    variant = out / "build" / "torch-rocm"
+    registry = variant / "flash_relu_rocm" / "registry.py"
+    copy_ = out.parent / "doctored"
+    if not copy_.exists():
+        import shutil
+
+        shutil.copytree(variant, copy_)
+    text = registry.read_text()
+    line = next(l for l in text.splitlines() if 'Rung("v4"' in l)
+    (copy_ / "flash_relu_rocm" / "registry.py").write_text(text.replace(line + "\n", ""))
+    assert release.ladder_rungs(copy_) == ["v1", "v2", "v3", "v5"]
+
+
 def test_recorded_release_matches_the_rules(built):
     """The current tree may be released as build.toml's version: checked against the last manifest."""
     _, manifest = built
     manifests = release.load_manifests()
     previous = manifests[max(manifests)] if manifests else None
+    if previous is not None and previous["version"] == manifest["version"]:
+        previous = manifests.get(manifest["version"] - 1, previous)  # v2 recorded: compare with v1 as its upload did
     check = release.check_versioning(manifest, previous)
+    if PENDING:
+        assert not check.ok and f"must export {PENDING}" in check.messages[0], check.messages
+        _needs_a_releasable_tree()
     assert check.ok, check.messages
 
 
@@ -178,10 +258,10 @@ def test_changelog_entry_is_inserted_once(tmp_path):
     m1 = dict(_m(1), branch="v1", variant="torch-rocm", backend={"archs": ["gfx950"]})
     assert release.write_changelog(release.changelog_entry(m1, None, "first", "2026-01-01"), 1, path)
     assert not release.write_changelog("## v1 again\n", 1, path)
-    m2 = dict(_m(2, all_=["layers", "relu", "relu6"]), branch="v2", variant="torch-rocm", backend={"archs": ["gfx950"]})
+    m2 = dict(_m(2, all_=API + ["relu6"]), branch="v2", variant="torch-rocm", backend={"archs": ["gfx950"]})
     assert release.write_changelog(release.changelog_entry(m2, m1, None, "2026-02-01"), 2, path)
     text = path.read_text()
-    assert text.index("## v2") < text.index("## v1") and "Added `relu6`" in text and text.count("## v1") == 1
+    assert text.index("## v2") < text.index("## v1") and "Added public symbol `relu6`" in text and text.count("## v1") == 1
 
 
 def test_rerecording_a_version_updates_its_digest_line(tmp_path):
@@ -192,3 +272,90 @@ def test_rerecording_a_version_updates_its_digest_line(tmp_path):
     assert not release.write_changelog(release.changelog_entry(m1b, None, None, "2026-01-02"), 1, path)
     text = path.read_text()
     assert "digest sha256:b" in text and "digest sha256:a" not in text and "- first" in text
+
+
+# ---- documented command forms -------------------------------------------------
+KERNELS_CLI = ROOT / ".venv" / "bin" / "kernels"
+HF_CLI = ROOT / ".venv" / "bin" / "hf"
+
+
+def documented_commands(text: str) -> list:
+    """Every `kernels ...` / `hf ...` command line in a Markdown text: inline code
+    spans and fenced code blocks, environment assignments and shell comments
+    stripped, line breaks inside a span joined."""
+    spans = re.findall(r"```[a-z]*\n(.*?)```", text, flags=re.S)
+    blocks = [line for span in spans for line in span.splitlines()]
+    rest = re.sub(r"```.*?```", "", text, flags=re.S)
+    inline = [" ".join(span.split()) for span in re.findall(r"`([^`]+)`", rest)]
+    commands = []
+    for line in blocks + inline:
+        line = line.split(" #")[0].strip()
+        words = shlex.split(line) if line else []
+        while words and re.fullmatch(r"[A-Z_]+=\S*", words[0]):
+            words = words[1:]
+        if len(words) >= 2 and words[0] in ("kernels", "hf") and re.fullmatch(r"[a-z-]+", words[1]):
+            commands.append(words)
+    return commands
+
+
+@functools.cache
+def _help(cli: Path, *words) -> str:
+    r = subprocess.run([str(cli), *words, "--help"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def _check_form(words: list) -> list:
+    """Problems of one command against the installed CLI's --help."""
+    tool, sub, args = words[0], words[1], words[2:]
+    cli = KERNELS_CLI if tool == "kernels" else HF_CLI
+    if not re.search(rf"\b{re.escape(sub)}\b", _help(cli)):
+        return [f"{' '.join(words)}: no subcommand {sub!r} in `{tool} --help`"]
+    text = _help(cli, sub)
+    problems = [f"{' '.join(words)}: option {a.split('=')[0]} not in `{tool} {sub} --help`"
+                for a in args if a.startswith("--") and not re.search(rf"{re.escape(a.split('=')[0])}\b", text)]
+    if tool == "kernels":  # argparse: the positional arguments it declares, [optional] ones in its usage
+        usage = text.split("\n\n")[0]
+        section = text.split("positional arguments:")[1].split("options:")[0] if "positional arguments:" in text else ""
+        declared = [line.split()[0] for line in section.splitlines() if re.match(r"^  \S", line)]
+        optional = [name for name in declared if f"[{name}]" in usage]
+        takes_value = set(re.findall(r"(--[a-z-]+) [A-Z_]+", text))
+        values, skip = 0, False
+        for a in args:
+            if skip:
+                skip = False
+            elif a.startswith("--"):
+                skip = "=" not in a and a in takes_value
+            else:
+                values += 1
+        if not len(declared) - len(optional) <= values <= len(declared):
+            problems.append(f"{' '.join(words)}: {values} positional arguments, `kernels {sub}` takes {declared}")
+    return problems
+
+
+def _forms(built_card: str) -> list:
+    docs = (ROOT / "docs" / "releases.md").read_text()
+    return documented_commands(docs) + documented_commands(built_card)
+
+
+def test_documented_kernels_commands_match_the_installed_cli(built):
+    out, _ = built
+    forms = _forms((out / "README.md").read_text())
+    subs = {(w[0], w[1]) for w in forms}
+    # The forms the release docs must give: lock/download, signature, benchmark, the branch download.
+    assert {("kernels", "lock"), ("kernels", "download"), ("kernels", "verify-signature"),
+            ("kernels", "benchmark"), ("hf", "download")} <= subs, subs
+    problems = [p for words in forms for p in _check_form(words)]
+    assert problems == []
+
+
+@pytest.mark.parametrize("form, words", [
+    ("kernels upload org/relu-flydsl", "no subcommand 'upload'"),
+    ("kernels benchmark org/relu-flydsl --revision v2", "option --revision"),
+    ("kernels verify-signature org/relu-flydsl", "1 positional arguments"),
+    ("kernels lock", "0 positional arguments"),
+    ("hf download org/relu-flydsl --kind kernel", "option --kind"),
+])
+def test_a_wrong_command_form_is_caught(form, words):
+    problems = _check_form(shlex.split(form))
+    assert problems and words in problems[0], problems

@@ -3,6 +3,7 @@ metadata.json, the package's __version__, the card, CHANGELOG.md and the
 newest releases/vN.json must all agree with it."""
 
 import json
+import re
 import shutil
 import sys
 import tomllib
@@ -54,8 +55,11 @@ def test_card_front_matter_and_api(built):
         assert f"`{symbol}`" in card, f"the card does not mention public symbol {symbol}"
     for dtype in ("float32", "float16", "bfloat16"):
         assert dtype in card
-    assert "flydsl==0.5.0" in card and "RELU_FLYDSL_DISABLE" in card and "RELU_FLYDSL_RUNG" in card
-    assert "`verify_digest`" in card
+    assert "RELU_FLYDSL_DISABLE" in card and "RELU_FLYDSL_RUNG" in card
+    assert "`verify_digest`" in card and "`verify_variant`" in card
+    # Version 2's runtime: prebuilt code objects, nothing compiled, no FlyDSL to install.
+    assert "pip install flydsl" not in card and "flydsl==" not in card
+    assert "code_objects/manifest.json" in card and "Nothing compiles or links" in card
 
 
 def _render(template_text, **drop):
@@ -98,7 +102,10 @@ def test_card_content(built):
     assert "check_arch=False" in other and "torch's kernel" in other
     assert "cannot load" in cpu and "CUDA" in cpu
     assert "no hardware numbers yet; run `bash main.sh` on an mi350x" in card.lower()
-    assert f"kernels benchmark org/relu-flydsl --version {VERSION}" in card
+    # The benchmark form that works with kernels 0.17.2: download the branch, benchmark the folder.
+    assert f"hf download org/relu-flydsl --repo-type kernel --revision v{VERSION} --local-dir relu-flydsl-v{VERSION}" in card
+    assert f"kernels benchmark ./relu-flydsl-v{VERSION}" in card
+    assert "Rebuild the code objects" in card and "`cmp`" in card
     # The kernel's rule, not a claim to be torch.relu bit for bit.
     assert "y = +0.0 if x < 0 else x" in card
     assert "exact semantics" not in card and "identical" not in card
@@ -133,3 +140,23 @@ def test_a_disagreement_is_reported(built, tmp_path, where):
     assert len(problems) >= 1, problems
     expected = {"metadata": "metadata.json", "changelog": "CHANGELOG", "card": "card", "manifest": "releases/"}[where]
     assert any(expected in p for p in problems), problems
+
+
+V1_FINGERPRINT = "sha256:e0531f580f843ec21c0ea1aa21a45f3687beb18418232a4dd106a1bbbf5ce5ef"  # branch v1, as released
+
+
+def test_every_recorded_release_is_consistent_with_its_changelog_entry():
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    for version, manifest in release.load_manifests(ROOT / "releases").items():
+        assert manifest["version"] == version and manifest["branch"] == f"v{version}"
+        assert manifest["digest_fingerprint"] == release.digest_fingerprint(manifest["digest"])
+        entry = re.search(rf"^## v{version}\b.*?(?=^## v|\Z)", changelog, flags=re.M | re.S).group(0)
+        assert f"Hub branch `v{version}`; variant `torch-rocm` digest {manifest['digest_fingerprint']}" in entry
+
+
+def test_version_1_stays_as_released():
+    """A new version never rewrites an earlier one: branch v1 keeps its files and API."""
+    v1 = json.loads((ROOT / "releases" / "v1.json").read_text())
+    assert v1["digest_fingerprint"] == V1_FINGERPRINT
+    assert "verify_digest" not in v1["all"] and "verify_variant" in v1["all"]
+    assert not any(path.startswith("code_objects/") for path in v1["digest"]["files"])

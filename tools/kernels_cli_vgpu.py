@@ -5,9 +5,10 @@
 calls kernels' own console-script entry point (`kernels.cli:main`) with
 sys.argv = ["kernels", "benchmark", "./relu-build"], in a process where:
 
-  - torch reports a ROCm build (`torch.version.hip`, the one fact kernels' backend
-    detection reads), so kernels chooses and loads relu-build/build/torch-rocm as it
-    does on a ROCm machine. kernels' loader, discovery and timing loop run as shipped;
+  - torch reports a ROCm build (`torch.version.hip` set and `torch.version.cuda` None,
+    what kernels' backend detection reads, cuda first), so kernels chooses and loads
+    relu-build/build/torch-rocm as it does on a ROCm machine, on CPU and CUDA builds of
+    torch alike. kernels' loader, discovery and timing loop run as shipped;
     the runner wraps two of them to act on their results: get_local_kernel/get_kernel
     (to put the loaded variant on the virtual device) and discover_benchmark_classes
     (to set ROW_DIVISOR in the discovered module);
@@ -68,6 +69,7 @@ class Session:
         from kernels.backends import CPU
 
         torch.version.hip = ROCM_VERSION
+        torch.version.cuda = None  # kernels reads cuda before hip: a CUDA build of torch must look ROCm too
         cli_benchmark._backend = CPU  # the workloads' device: host memory is the device's memory
         for name in ("get_local_kernel", "get_kernel"):  # the CLI imports them from `kernels` at call time
             setattr(kernels, name, self._loader(getattr(kernels, name)))

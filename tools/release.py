@@ -8,11 +8,13 @@ N is build.toml's [general] version (the single source). Steps:
   1. build relu-build/ (tools/build_variant.py) for N;
   2. check the kernels versioning rules against the last recorded release
      (releases/v*.json): the public API is `__all__` of the variant's
-     __init__.py, plus the supported dtypes (flash_relu_rocm.registry.DTYPES).
-     Adding or removing a symbol or dtype needs a new version; version 0 is
-     alpha and exempt; versions never go backwards or skip;
+     __init__.py, the supported dtypes (flash_relu_rocm/dtypes.py) and the
+     ladder rungs (flash_relu_rocm/registry.py RUNGS, `relu(x, rung=...)`).
+     Adding or removing a symbol, dtype or rung needs a new version; version 0
+     is alpha and exempt; versions never go backwards or skip; a version must
+     add the symbols promised for it (PROMISED_ADDITIONS);
   3. write the CHANGELOG.md entry for N (kept if present) and releases/vN.json
-     (version, branch, __all__, dtypes, the variant digest from metadata.json);
+     (version, branch, __all__, dtypes, rungs, the variant digest from metadata.json);
   4. upload with huggingface_hub's own steps, repo_type="kernel": create_repo and
      create_branch (exist_ok), then HfApi.upload_folder(revision=vN,
      allow_patterns=..., delete_patterns=...): build/torch-rocm/**, benchmarks/**,
@@ -61,9 +63,32 @@ class ReleaseError(RuntimeError):
     pass
 
 
+# Symbols an earlier release promised for a version: that version must export them.
+# verify_digest (version 1's verify_variant renamed) joins __all__ with version 2.
+PROMISED_ADDITIONS = {2: ("verify_digest",)}
+# What the versioning rules compare: manifest key -> what it is called in messages.
+SURFACES = (("all", "public symbols"), ("dtypes", "dtypes"), ("rungs", "rungs"))
+
+
 # ---- what a release contains ---------------------------------------------
 public_api = build_variant.public_api          # `__all__`, read without importing
-supported_dtypes = build_variant.supported_dtypes  # flash_relu_rocm.registry.DTYPES
+supported_dtypes = build_variant.supported_dtypes  # flash_relu_rocm/dtypes.py DTYPES
+
+
+def ladder_rungs(variant: Path) -> list:
+    """The rung names of the variant's flash_relu_rocm/registry.py (RUNGS),
+    loaded as a package from the variant (it imports neither torch nor flydsl)."""
+    package = variant / "flash_relu_rocm"
+    name = f"_relu_release_ladder_{abs(hash(str(package)))}"
+    spec = importlib.util.spec_from_file_location(name, package / "__init__.py", submodule_search_locations=[str(package)])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+        return sorted(module.registry.RUNGS)
+    finally:
+        for key in [k for k in sys.modules if k == name or k.startswith(name + ".")]:
+            del sys.modules[key]
 
 
 def digest_fingerprint(digest: dict) -> str:
@@ -91,6 +116,7 @@ def manifest_for(out: Path) -> dict:
         "kernel_id": metadata["id"],
         "all": public_api(variant),
         "dtypes": supported_dtypes(variant),
+        "rungs": ladder_rungs(variant),
         "backend": metadata["backend"],
         "digest_fingerprint": digest_fingerprint(metadata["digest"]),
         "digest": metadata["digest"],
@@ -113,30 +139,39 @@ class Check:
     messages: list = field(default_factory=list)
 
 
+def surface_changes(new: dict, previous: dict) -> list:
+    """(kind, added, removed) per compared surface: public symbols, dtypes, rungs.
+    A release record without one of them cannot be compared: that is an error,
+    not "no change"."""
+    changes = []
+    for key, what in SURFACES:
+        for side, m in (("new", new), ("previous", previous)):
+            if key not in m:
+                raise ReleaseError(f"the {side} release record (v{m.get('version')}) has no {key!r}: re-record it")
+        changes.append((what, sorted(set(new[key]) - set(previous[key])), sorted(set(previous[key]) - set(new[key]))))
+    return changes
+
+
 def check_versioning(new: dict, previous: dict | None) -> Check:
-    """kernels' rules: a new public symbol or dtype (or a removed one) needs a
-    new version; version 0 is alpha and exempt. `previous` is the last recorded
+    """kernels' rules: a new or removed public symbol, dtype or rung needs a new
+    version; version 0 is alpha and exempt. `previous` is the last recorded
     release (highest version), or None for the first release."""
     v = new["version"]
     msgs = []
     if v == 0:
         return Check(True, ["version 0 is alpha: API and dtype changes are allowed, not for production"])
+    missing = sorted(set(PROMISED_ADDITIONS.get(v, ())) - set(new["all"]))
+    if missing:
+        return Check(False, [f"v{v} must export {missing} (promised for v{v}): add them to __all__ in __init__.py"])
     if previous is None:
         return Check(True, [f"first recorded release: v{v}"])
     pv = previous["version"]
-    added = sorted(set(new["all"]) - set(previous["all"]))
-    removed = sorted(set(previous["all"]) - set(new["all"]))
-    dt_added = sorted(set(new["dtypes"]) - set(previous["dtypes"]))
-    dt_removed = sorted(set(previous["dtypes"]) - set(new["dtypes"]))
     changes = []
-    if added:
-        changes.append(f"new public symbols {added}")
-    if removed:
-        changes.append(f"removed public symbols {removed}")
-    if dt_added:
-        changes.append(f"new dtypes {dt_added}")
-    if dt_removed:
-        changes.append(f"removed dtypes {dt_removed}")
+    for what, added, removed in surface_changes(new, previous):
+        if added:
+            changes.append(f"new {what} {added}")
+        if removed:
+            changes.append(f"removed {what} {removed}")
     if v < pv:
         return Check(False, [f"version {v} is older than the last release v{pv}: set build.toml version to {pv} or {pv + 1}"])
     if v > pv + 1 and pv != 0:
@@ -146,10 +181,10 @@ def check_versioning(new: dict, previous: dict | None) -> Check:
             return Check(False, [f"v{v} is already released and this build has {'; '.join(changes)}: "
                                  f"that needs a new version (set build.toml version = {pv + 1})"])
         same = new["digest_fingerprint"] == previous["digest_fingerprint"]
-        msgs.append(f"same version v{v}, same public API and dtypes"
+        msgs.append(f"same version v{v}, same public API, dtypes and rungs"
                     + ("; files identical to the recorded release" if same else "; files changed (a compatible fix on branch v%d)" % v))
         return Check(True, msgs)
-    msgs.append(f"new version v{v} after v{pv}" + (f": {'; '.join(changes)}" if changes else ": API and dtypes unchanged"))
+    msgs.append(f"new version v{v} after v{pv}" + (f": {'; '.join(changes)}" if changes else ": API, dtypes and rungs unchanged"))
     return Check(True, msgs)
 
 
@@ -164,18 +199,13 @@ def changelog_entry(new: dict, previous: dict | None, notes: str | None, date: s
         lines += [f"- {line.strip()}" for line in notes.strip().splitlines() if line.strip()]
     if previous is None or previous["version"] == new["version"]:
         lines.append(f"- Public API: {', '.join(f'`{s}`' for s in new['all'])}")
-        lines.append(f"- Dtypes: {', '.join(new['dtypes'])}; devices: {', '.join(new['backend']['archs'])}")
+        lines.append(f"- Dtypes: {', '.join(new['dtypes'])}; rungs: {', '.join(new['rungs'])}; devices: {', '.join(new['backend']['archs'])}")
     else:
-        added = sorted(set(new["all"]) - set(previous["all"]))
-        removed = sorted(set(previous["all"]) - set(new["all"]))
-        for name in added:
-            lines.append(f"- Added `{name}`")
-        for name in removed:
-            lines.append(f"- Removed `{name}` (breaking)")
-        for dt in sorted(set(new["dtypes"]) - set(previous["dtypes"])):
-            lines.append(f"- Added dtype {dt}")
-        for dt in sorted(set(previous["dtypes"]) - set(new["dtypes"])):
-            lines.append(f"- Removed dtype {dt} (breaking)")
+        for what, added, removed in surface_changes(new, previous):
+            for name in added:
+                lines.append(f"- Added {what[:-1]} `{name}`")
+            for name in removed:
+                lines.append(f"- Removed {what[:-1]} `{name}` (breaking)")
     lines.append(f"- Hub branch `{new['branch']}`; variant `{new['variant']}` digest {new['digest_fingerprint']}")
     return "\n".join(lines) + "\n"
 
