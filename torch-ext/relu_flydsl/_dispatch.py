@@ -20,8 +20,8 @@ from typing import NamedTuple, Optional
 
 import torch
 
-from . import _canary, _hip, _launch, _objects
-from ._state import _ENV_DATA, _ENV_KEYS, ENV_CANARY, ENV_DISABLE, ENV_RUNG, STATE, quote
+from . import _canary, _hip, _inputs, _launch, _objects
+from ._state import _ENV_DATA, _ENV_KEYS, ENV_CANARY, ENV_DISABLE, ENV_RUNG, STATE
 from .flash_relu_rocm import plan
 from .flash_relu_rocm.registry import DTYPES, ELEMENT_BYTES, RUNGS, get_rung
 
@@ -259,6 +259,7 @@ def fast(x, out, rung) -> bool:
             and out.is_contiguous()
             and not x.is_neg()  # a neg-bit view's memory holds -x (conj bits: complex, never served)
             and not out.is_neg()
+            and not out.is_inference()  # torch refuses writes to it outside inference mode
             and x.shape == out.shape
             and x.get_device() == out.get_device()  # device_info(x) below: x is on a ROCm device
         ):
@@ -273,11 +274,13 @@ def fast(x, out, rung) -> bool:
         numel = x.numel()
         xp = x.data_ptr()
         yp = out.data_ptr()
+        # Fast entries exist only for valid rungs, served dtypes, single launches,
+        # ready kernels, the kernel path enabled (settings changes clear them).
+        entry = _fast_entries.get((rung, dt, numel, xp & 15, yp & 15, dev.index))
     except RuntimeError:  # sparse, nested, batched or grad-tracking wrappers: no plain memory
         return False
-    # Fast entries exist only for valid rungs, served dtypes, single launches,
-    # ready kernels, the kernel path enabled (settings changes clear them).
-    entry = _fast_entries.get((rung, dt, numel, xp & 15, yp & 15, dev.index))
+    except TypeError:  # an unhashable rung: the general path says what rung accepts
+        return False
     if entry is None:
         return False
     nbytes = numel * entry.esize
@@ -329,7 +332,7 @@ def _warmup_devices(devices):
     """The devices warmup() makes kernels ready on: as given, else the current
     HIP device; () where no HIP runtime is loaded (objects checked only)."""
     if devices is not None:
-        return (devices,) if isinstance(devices, int) else tuple(devices)
+        return devices
     if _hip.unavailable() is not None:
         return ()
     try:
@@ -338,23 +341,14 @@ def _warmup_devices(devices):
         return ()
 
 
-def _warmup_args(dtypes, rungs, vecs):
-    if isinstance(dtypes, (str, torch.dtype)):
-        dtypes = (dtypes,)
-    if isinstance(rungs, str):
-        rungs = (rungs,)
-    names = []
-    for dtype in dtypes:
-        name = _DTYPE_NAMES.get(dtype, dtype) if isinstance(dtype, (str, torch.dtype)) else None
-        if name not in DTYPES:
-            raise ValueError(f"warmup(): unsupported dtype {quote(dtype)}; the kernels serve {', '.join(DTYPES)}")
-        names.append(name)
-    rung_objects = []
-    for r in rungs or (STATE.current().default_rung,):
-        if not isinstance(r, str) or r not in RUNGS:
-            raise ValueError(f"warmup(): unknown rung {quote(r)}; choose one of {sorted(RUNGS)}")
-        rung_objects.append(RUNGS[r])
-    return names, rung_objects, vecs
+def _device_count() -> int:
+    """GPUs the HIP runtime in this process has (0 without one)."""
+    if _hip.unavailable() is not None:
+        return 0
+    try:
+        return _hip.device_count()
+    except RuntimeError:
+        return 0
 
 
 def warmup(dtypes=DTYPES, rungs=None, vecs=None, devices=None):
@@ -362,14 +356,17 @@ def warmup(dtypes=DTYPES, rungs=None, vecs=None, devices=None):
     start): each code object checked against its sha256, its module loaded on
     each device and, unless disabled, its first-use canary run there, so no
     module load and no canary happens later (e.g. inside a HIP graph capture).
-    dtypes: one or several names ("bfloat16") or torch dtypes; rungs: default
-    the serving rung; vecs=None takes each rung's widest vector, the one
-    dense, aligned tensors use; devices: device indices (default the current
-    HIP device; none without a HIP runtime: the objects are only checked).
-    Raises ValueError for an unknown dtype or rung, RuntimeError when the
+    dtypes: a name ("bfloat16") or torch dtype, or a list of them; rungs:
+    default the serving rung; vecs=None takes each rung's widest vector, the
+    one dense, aligned tensors use; devices: an index, torch.device("cuda", i)
+    or a list of them (default the current HIP device; none without a HIP
+    runtime: the objects are only checked). Raises TypeError/ValueError for a
+    bad argument (_inputs.warmup_args names what is accepted), RuntimeError when the
     code objects are missing. A kernel whose object is corrupt or which fails
     its canary warns and is not used. Returns the (rung, dtype, vec) ready."""
-    names, rung_objects, vecs = _warmup_args(dtypes, rungs, vecs)
+    names, rungs, vecs, devices = _inputs.warmup_args(
+        dtypes, rungs, vecs, devices, _device_count() if devices is not None else 0, _DTYPE_NAMES, RUNGS)
+    rung_objects = [RUNGS[r] for r in (rungs or (STATE.current().default_rung,))]
     missing = _objects.unavailable()
     if missing:
         raise RuntimeError(f"relu_flydsl: warmup(): {missing}")
