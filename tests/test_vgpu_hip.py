@@ -314,7 +314,7 @@ def test_forbidden_call_during_capture_fails_and_invalidates_it(vgpu, call):
 
 
 def test_strict_mode_refuses_a_module_load_during_capture(vgpu):
-    """clr loads modules during a capture; the issue's stricter model refuses
+    """clr loads modules during a capture; the stand-in's stricter mode refuses
     them (900) and invalidates the capture. The relu capture tests run in this
     mode, so a module load inside a capture would fail them."""
     hip = _hip(vgpu)
