@@ -235,3 +235,47 @@ def test_inference_tensor_x_runs_the_kernel(vgpu):
         out, obuf = vgpu.guarded((N,), F32, name="out")
         return xbits, x, xbuf, out, obuf
     _kernel(vgpu, relu_flydsl.relu, make)
+
+
+@pytest.mark.parametrize("layout", ["transposed", "channels_last", "permuted-3d"])
+def test_dense_layouts_with_x_strides_run_the_kernel(vgpu, layout):
+    """x dense in another dimension order, out with exactly x's strides (as
+    torch.empty_like(x) gives): the kernel runs over the storage span,
+    bit-exact in the logical layout, guards intact; out with other strides
+    (contiguous) takes torch."""
+    import relu_flydsl
+
+    shapes = {"transposed": ((24, 40), (1, 0)), "channels_last": ((2, 8, 6, 5), (0, 2, 3, 1)),
+              "permuted-3d": ((6, 7, 8), (2, 0, 1))}
+    shape, perm = shapes[layout]
+    n = int(np.prod(shape))
+
+    def view(flat):  # a dense, non-contiguous view of a flat buffer
+        stored = tuple(shape[p] for p in perm)
+        inverse = [perm.index(i) for i in range(len(perm))]
+        return flat.view(stored).permute(*inverse)
+
+    def make():
+        xbits, xf, xbuf = _x(vgpu, n)
+        of, obuf = vgpu.guarded((n,), F32, name="out")
+        x, out = view(xf), view(of)
+        assert not x.is_contiguous() and out.stride() == x.stride() == torch.empty_like(x).stride()
+        return xbits, x, xbuf, out, obuf
+
+    for _ in range(2):
+        xbits, x, xbuf, out, obuf = make()
+        before = len(vgpu.launches)
+        assert relu_flydsl.relu(x, out=out) is out
+        vgpu.check()
+        assert vgpu.launches[before:], f"expected the kernel: {relu_flydsl.dispatch_stats()}"
+        flat_out = out.as_strided((n,), (1,))
+        S.assert_bits(flat_out, S.relu_bits(xbits, F32))  # the span, element by element
+        S.assert_guards(obuf, flat_out)
+        expected = S.to_tensor(S.relu_bits(xbits, F32), F32)
+        assert _same_bits(out.contiguous(), view(expected).contiguous())  # the logical layout
+    xbits, x, _, _, _ = make()
+    out, _ = vgpu.guarded(tuple(shape), F32, name="contiguous-out")
+    before = len(vgpu.launches)
+    relu_flydsl.relu(x, out=out)
+    assert vgpu.launches[before:] == [], "mixed strides must keep the fallback"
+    assert _same_bits(out, torch.relu(x))

@@ -83,12 +83,28 @@ def fallback_reason(x: torch.Tensor, out: torch.Tensor, info: Optional[DeviceInf
     if dtype is None:
         return f"dtype {str(x.dtype).removeprefix('torch.')}"
     if not (x.is_contiguous() and out.is_contiguous()):
-        return "non-contiguous"
+        # relu is elementwise: a dense layout in any dimension order (channels_last,
+        # a transpose) is one flat span, and out with exactly x's strides puts each
+        # result at its input's offset. Mixed strides keep the fallback.
+        if x.stride() != out.stride() or not dense(x):
+            return "non-contiguous"
     if x.is_neg() or out.is_neg() or x.is_conj() or out.is_conj():
         # A lazy negation/conjugation view (torch._neg_view, x.conj().imag):
         # its memory holds the other sign, so a raw-memory kernel would be wrong.
         return "neg/conj-bit view"
     return None
+
+
+def dense(t) -> bool:
+    """Non-overlapping and dense in some dimension order (what torch.empty_like
+    returns for such a tensor): its elements fill exactly numel slots from
+    data_ptr() on."""
+    expected = 1
+    for size, stride in sorted(((sz, st) for sz, st in zip(t.shape, t.stride()) if sz != 1), key=lambda p: p[1]):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 # ---- launch entries --------------------------------------------------------

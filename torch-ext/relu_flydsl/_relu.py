@@ -75,14 +75,7 @@ def _check(x, out, rung) -> bool:
 def _is_dense(t) -> bool:
     """Non-overlapping and dense, in any dimension order (what
     torch.empty_like returns): its elements fill exactly numel slots."""
-    if t.is_contiguous():
-        return True
-    expected = 1
-    for size, stride in sorted(((sz, st) for sz, st in zip(t.shape, t.stride()) if sz != 1), key=lambda p: p[1]):
-        if stride != expected:
-            return False
-        expected *= size
-    return True
+    return t.is_contiguous() or _dispatch.dense(t)
 
 
 def _same_view(x, out) -> bool:
