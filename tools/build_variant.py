@@ -10,7 +10,7 @@
       README.md           the card (CARD.md.j2 rendered with jinja2)
       LICENSE             Apache-2.0
 
-Usage: python tools/build_variant.py [--out relu-build]
+Usage: .venv/bin/python tools/build_variant.py [--out relu-build]
 Validation and hashing are the kernels library's, through the package's
 _kernels_private.py (the one user of the private kernels._rust).
 """

@@ -1,16 +1,16 @@
 """The gfx950 ISA report: the shipped code objects, disassembled and checked.
 
-    python tools/isa_report.py                the ladder table (each rung x dtype, widest vector)
-    python tools/isa_report.py --all-vecs     every vector width the planner can choose
-    python tools/isa_report.py --pending      also the dtypes built but not yet served (int8)
-    python tools/isa_report.py --show v5 bfloat16 [--vec N]   one kernel's instructions
-    python tools/isa_report.py --int8-forms   the int8 relu candidates, VALU per dwordx4
+    .venv/bin/python tools/isa_report.py                  the ladder table (each rung x dtype, widest vector)
+    .venv/bin/python tools/isa_report.py --all-vecs       every vector width the planner can choose
+    .venv/bin/python tools/isa_report.py --pending        also the dtypes built but not yet served (int8)
+    .venv/bin/python tools/isa_report.py --show v5 bfloat16 [--vec N]   one kernel's instructions
+    .venv/bin/python tools/isa_report.py --int8-forms     the int8 relu candidates, VALU per dwordx4
 
 It reads torch-ext/relu_flydsl/code_objects/ (the files flash_relu_rocm/build.py
 writes and the package ships) and disassembles them with LLVM 22's
 llvm-objdump; it refuses objects that are missing or stale (built from other
-sources or another toolchain): run `python -m flash_relu_rocm.build` first.
-Pending dtypes have no shipped objects yet: they are built into a temporary
+sources or another toolchain): run `.venv/bin/python -m flash_relu_rocm.build`
+first. Pending dtypes have no shipped objects yet: they are built into a temporary
 folder by the same build function. No GPU needed. tests/test_isa.py checks
 each rung's defining property on the same parse.
 
@@ -139,7 +139,7 @@ def shipped(objects_dir: Path = objects.OBJECTS_DIR, check_stale: bool = True) -
         reason = objects.stale(objects_dir)
         if reason is not None:
             raise ObjectsError(f"the code objects are stale or missing ({reason}): "
-                               f"run `python -m flash_relu_rocm.build`")
+                               f"run `.venv/bin/python -m flash_relu_rocm.build`")
     manifest = objects.read_manifest(objects_dir)
     out = {}
     for key, e in manifest["kernels"].items():
@@ -165,7 +165,8 @@ def kernel_isas(dtypes=DTYPES, objects_dir: Path = objects.OBJECTS_DIR, scratch_
         have = shipped(objects_dir)
         missing = [s for s in specs(served) if s not in have]
         if missing:
-            raise ObjectsError(f"no shipped code object for {missing[:4]}: run `python -m flash_relu_rocm.build`")
+            raise ObjectsError(f"no shipped code object for {missing[:4]}: "
+                               f"run `.venv/bin/python -m flash_relu_rocm.build`")
         out.update({s: have[s] for s in specs(served)})
     if pending:
         with contextlib.ExitStack() as stack:

@@ -1,8 +1,8 @@
 """Release relu-flydsl version N to branch `vN` of the Hub kernel repo.
 
-    python tools/release.py --dry-run      build, check, print branch + files; no network, writes nothing
-    python tools/release.py --record-only  build, check, write CHANGELOG entry + releases/vN.json
-    HF_TOKEN=... python tools/release.py   the above, then upload to branch vN (and the card to main)
+    .venv/bin/python tools/release.py --dry-run      build, check, print branch + files; no network, writes nothing
+    .venv/bin/python tools/release.py --record-only  build, check, write CHANGELOG entry + releases/vN.json
+    HF_TOKEN=... .venv/bin/python tools/release.py   the above, then upload to branch vN (and the card to main)
 
 N is build.toml's [general] version (the single source). Steps:
   1. build relu-build/ (tools/build_variant.py) for N;
