@@ -4,7 +4,10 @@ report and the benchmarks alike. Importing this file does not import flydsl."""
 from dataclasses import dataclass
 import importlib
 
-from .dtypes import ALL_DTYPES, ALL_ELEMENT_BYTES, DTYPES, ELEMENT_BYTES  # the one dtype table (dtypes.py)
+from .dtypes import ALL_DTYPES, ALL_ELEMENT_BYTES, DTYPES  # the one dtype table (dtypes.py)
+# Re-exported for the planner, the runtime and the tests, which read the served
+# dtypes' sizes beside the rungs (registry.ELEMENT_BYTES).
+from .dtypes import ELEMENT_BYTES  # noqa: F401
 
 VECTOR_BYTES = 16  # one 128-bit copy atom per thread
 
@@ -18,8 +21,9 @@ class Rung:
     vectorized: bool   # moves up to 128 bits per thread and instruction
     buffer: bool       # buffer descriptors: hardware bounds check, one launch < 4 GiB
     nt_store: bool     # non-temporal store
-    # Vectors per thread: 1 in every shipped rung (the post's sweep rejected
-    # unrolling). Only v3's builder takes more (v3_tuned.unrolled(n)).
+    # Vectors per thread: 1 in every shipped rung (the unroll sweep of "Beating
+    # torch.relu with FlyDSL: A Hands-On Guide to Bandwidth-Bound Kernels"
+    # rejected unrolling). Only v3's builder takes more (v3_tuned.unrolled(n)).
     unroll: int = 1
 
     def max_vec(self, dtype: str) -> int:

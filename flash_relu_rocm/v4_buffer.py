@@ -4,11 +4,12 @@ Against v3: X and Y are wrapped in buffer resources whose num_records is the
 tensor's byte size (`max_size=False`; the default True spans all memory and
 checks nothing), and the predicate disappears. Out-of-range loads return 0 and
 out-of-range stores are dropped, which is what masks the exact grid's last
-partial block. A straddling access is dropped whole (measured in the post), so
-the planner's vector-width rule still holds. One descriptor spans < 4 GiB: the
-planner splits larger tensors. The reference post ("Beating torch.relu with
-FlyDSL: A Hands-On Guide to Bandwidth-Bound Kernels", bf16 8192x8192, MI350X)
-measured 7075 GB/s, 88% of peak, 1.04x torch, +3.2% over v3.
+partial block. A straddling access is dropped whole (measured on MI350X in the
+reference post, "Beating torch.relu with FlyDSL: A Hands-On Guide to
+Bandwidth-Bound Kernels"), so the planner's vector-width rule still holds. One
+descriptor spans < 4 GiB: the planner splits larger tensors. The reference
+post (bf16 8192x8192, MI350X) measured 7075 GB/s, 88% of peak, 1.04x torch,
++3.2% over v3.
 
 `build_buffer_kernel` is the kernel of both buffer rungs: v5 is this kernel
 with another store cache policy.
@@ -27,7 +28,7 @@ CACHE_NONTEMPORAL = 2
 def build_buffer_kernel(label: str, dtype: str, vec: int, block: int, store_cache: int):
     """The buffer-descriptor relu launcher, named relu_<label>_<dtype>_x<vec>_b<block>
     (`label`: the rung file's name). Loads stay cached (a non-temporal load cost
-    11% in the post); `store_cache` is the store's policy."""
+    11% in the reference post); `store_cache` is the store's policy."""
     elem = ELEMENT_TYPES[dtype]
     relu = relu_for(dtype, vec)
 

@@ -9,13 +9,14 @@ it short). On a gfx950 machine, and anywhere else to see why it is skipped:
     .venv/bin/python -m pytest -m hardware -ra tests/test_hardware.py
 
 The kernels' rule is `y = +0.0 if x < 0 else x` on the bits: NaN payloads,
-+-inf, -0.0 and denormals pass through. Checks, as in the post "Beating torch.relu with FlyDSL:
-A Hands-On Guide to Bandwidth-Bound Kernels":
++-inf, -0.0 and denormals pass through. Checks, as in the reference post "Beating
+torch.relu with FlyDSL: A Hands-On Guide to Bandwidth-Bound Kernels":
 bit-exact values against that rule, a sentinel guard region around the output
 that must survive, and the path that actually ran (dispatch_stats). Also a
 comparison with torch.relu on the same device that ignores only the sign of
 zero, because torch's GPU relu is `_isnan(v) ? v : max(v, 0)`: torch 2.11 on an
-NVIDIA GPU turns -0.0 into +0.0; that post reports -0.0 kept on its MI350X; torch on CPU keeps -0.0 but rewrites some NaN payloads (large bf16
+NVIDIA GPU turns -0.0 into +0.0; the reference post reports -0.0 kept on its MI350X;
+torch on CPU keeps -0.0 but rewrites some NaN payloads (large bf16
 tensors -> 0xFFFF, f16 signalling NaNs quieted). test_observe_torch_relu
 records, and prints, which holds for the ROCm torch of the machine it runs on;
 it observes and never fails on torch's choices.

@@ -189,7 +189,8 @@ def test_stale_or_missing_objects_are_refused(tmp_path):
 
 # ---- mutants: each check must be able to fail ---------------------------
 def test_check_catches_max_size_descriptor(monkeypatch):
-    """v4's first draft in the post: make_buffer_tensor's default max_size=True
+    """v4's first draft in the reference post ("Beating torch.relu with FlyDSL: A
+    Hands-On Guide to Bandwidth-Bound Kernels"): make_buffer_tensor's default max_size=True
     (num_records 0xFFFFFFFF) checks nothing."""
     import flydsl.expr as fx
 
@@ -233,7 +234,7 @@ def test_check_catches_register_pressure(ladder_isa):
 
 
 def test_unrolled_v3_issues_all_loads_first():
-    """The unroll machinery the post swept: four predicated vectors per thread."""
+    """The unroll machinery the reference post swept: four predicated vectors per thread."""
     rung = importlib.import_module("flash_relu_rocm.v3_tuned").unrolled(4)
     k = R.compile_launcher(rung, "bfloat16", 8)
     kinds = [m.kind for m in k.memops]

@@ -27,7 +27,6 @@ tests also prove that nothing touches the network.
 import hashlib
 import json
 import os
-import shutil
 import socket
 import sys
 import types

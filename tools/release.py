@@ -32,7 +32,6 @@ and checks it sends exactly what --dry-run printed.
 """
 
 import argparse
-import ast
 import datetime
 import hashlib
 import importlib.util

@@ -40,7 +40,7 @@ the check instead of passing unchecked.
 
 import re
 
-from .disasm import EXEC, VCC
+from .disasm import EXEC
 
 VALU_SGPR_VALU = 2
 VALU_SGPR_VMEM = 5
