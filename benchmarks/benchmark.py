@@ -1,4 +1,4 @@
-"""`kernels benchmark ./relu-build` workloads.
+"""`.venv/bin/kernels benchmark ./relu-build` workloads (a Hub download: `kernels benchmark <folder>`).
 
     ReluBenchmark          upstream kernels-community/relu's workloads: seed 42, `base`
                            1024x1024 and `large` 4096x4096 float32, benchmark_* sets
@@ -63,7 +63,7 @@ def _check_runnable_here():
         raise RuntimeError(
             f"{folder} has no build/ folder: relu-build/ is not built yet. Build it in the relu-flydsl "
             f"repository with `{BUILD_COMMAND}` (it runs tools/build_variant.py), then run "
-            f"`kernels benchmark ./relu-build` again.")
+            f"`.venv/bin/kernels benchmark ./relu-build` again.")
     if torch.version.hip is None:
         kind = f"CUDA {torch.version.cuda}" if torch.version.cuda else "CPU-only"
         raise RuntimeError(

@@ -1,4 +1,7 @@
-"""Compile cache: one `CompiledFunction` per (rung, dtype, vec, block, unroll, device).
+"""Development only (never imported by relu() or the shipped serve path, which
+loads the prebuilt code objects): a JIT compile cache, one `CompiledFunction`
+per (rung, dtype, vec, block, unroll, device), for tools and tests that run a
+kernel straight from FlyDSL.
 
 numel is a runtime argument, so this is a handful of kernels per process. The
 per-call path is a dict lookup; `flyc.compile` runs once per key, under a

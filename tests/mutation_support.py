@@ -34,6 +34,7 @@ class Mutant:
     post: str       # where the ladder post describes it
     patches: tuple  # (file inside the package, exact old text, new text)
     kill: tuple = ()  # test_hot_path scenarios to run (first failure catches); () = the kernel cases
+    rebuild: tuple = ()  # rungs whose code objects the copy rebuilds from its patched source
 
 
 _PLAN_VEC = "    vec = pick_vec(numel, dtype, rung.max_vec(dtype), x_addr, y_addr)\n"
@@ -52,6 +53,7 @@ MUTANTS = (
         "max-size-default", "case 3a: make_buffer_tensor's max_size left at True (num_records 0xFFFFFFFF)",
         (("flash_relu_rocm/v4_buffer.py", "make_buffer_tensor(X, max_size=False)", "make_buffer_tensor(X)"),
          ("flash_relu_rocm/v4_buffer.py", "make_buffer_tensor(Y, max_size=False)", "make_buffer_tensor(Y)")),
+        rebuild=("v4", "v5"),
     ),
     Mutant(
         "buffer-straddle", "case 3b: buffer rungs without the vector-width rule",
@@ -62,6 +64,7 @@ MUTANTS = (
         "off-by-one", "not in the post: v1's in-bounds test `<` -> `<=`",
         (("flash_relu_rocm/v1_naive.py", "in_bounds[0] = bid * block + tid < numel",
           "in_bounds[0] = bid * block + tid <= numel"),),
+        rebuild=("v1",),
     ),
 )
 
@@ -70,83 +73,89 @@ def _m(name, why, rel, old, new, kill):
     return Mutant(name, why, ((rel, old, new),), (kill,))
 
 
-_R, _D, _P = "_relu.py", "_dispatch.py", "flash_relu_rocm/plan.py"
+_D, _L, _O, _S, _P = "_dispatch.py", "_launch.py", "_objects.py", "_state.py", "flash_relu_rocm/plan.py"
 # Each patch anchors on a short, stable piece of text; when a refactor removes
 # it, make_copy fails loudly (update the anchor, keep the mutant).
 DISPATCH_MUTANTS = (
-    # the mutation audit's five (issue 13)
-    _m("hot-overlap-in-elements", "hot path: overlap computed in elements, not bytes",
-       _R, "nbytes = numel * entry.esize", "nbytes = numel", "overlap_in_bytes"),
-    _m("hot-no-device-switch", "hot path: launches for a tensor not on the current device without switching there",
-       _R, "if dev.current:", "if True:", "other_device"),
-    _m("split-error-untaken", "direct-launch path: no launch-error check after each launch of a split",
-       _D, "direct(xp + offset, yp + offset, launch.numel, launch.grid, stream)\n",
-       "direct(xp + offset, yp + offset, launch.numel, launch.grid, stream)\n            continue  # error not taken\n",
-       "split_launch_fails_in_the_middle"),
+    _m("hot-overlap-in-elements", "fast path: overlap computed in elements, not bytes",
+       _D, "nbytes = numel * entry.esize", "nbytes = numel", "overlap_in_bytes"),
+    _m("hot-no-device-switch", "fast path: launches for a tensor not on the current device without switching there",
+       _D, "    if dev.current:\n", "    if True:\n", "other_device"),
+    _m("split-error-untaken", "launch_all: only the last launch's error of a split kept",
+       _L, "        error = error or failed\n", "        error = failed\n", "split_launch_fails_in_the_middle"),
     _m("dense-out-accepted", "dispatcher: a dense non-contiguous out takes the kernel when x is contiguous",
        _D, "if not (x.is_contiguous() and out.is_contiguous()):", "if not x.is_contiguous():",
        "dense_noncontiguous_out"),
     _m("plan-x-alignment-only", "planner: the vector width checks x's alignment, not out's",
        _P, _PLAN_VEC, "    vec = pick_vec(numel, dtype, rung.max_vec(dtype), x_addr)\n", "misaligned_out"),
-    # more, line by line through relu()'s hot path, the dispatcher and the planner
-    _m("hot-out-layout-unchecked", "hot path: out's contiguity not checked",
-       _R, "            and out.is_contiguous()\n", "", "dense_noncontiguous_out"),
-    _m("hot-x-layout-unchecked", "hot path: x's contiguity not checked",
-       _R, "            and x.is_contiguous()\n", "", "dense_noncontiguous_x"),
-    _m("hot-key-x-alignment-twice", "hot path: entry looked up with x's alignment for out too",
-       _R, "xp & 15, yp & 15", "xp & 15, xp & 15", "misaligned_out"),
+    _m("hot-out-layout-unchecked", "fast path: out's contiguity not checked",
+       _D, "            and out.is_contiguous()\n", "", "dense_noncontiguous_out"),
+    _m("hot-x-layout-unchecked", "fast path: x's contiguity not checked",
+       _D, "            and x.is_contiguous()\n", "", "dense_noncontiguous_x"),
+    _m("hot-key-x-alignment-twice", "fast path: entry looked up with x's alignment for out too",
+       _D, "xp & 15, yp & 15", "xp & 15, xp & 15", "misaligned_out"),
     _m("entry-key-x-alignment-twice", "dispatcher: entries keyed with x's alignment for out too",
        _D, "numel, x_addr & 15, y_addr & 15", "numel, x_addr & 15, x_addr & 15", "misaligned_out"),
-    _m("hot-dtype-unchecked", "hot path: out's dtype not compared with x's",
-       _R, "out.dtype is dt", "True", "hostile_out_on_the_hot_path"),
-    _m("hot-shape-unchecked", "hot path: shapes not compared (same numel passes)",
-       _R, "and x.shape == out.shape", "and True", "hostile_out_on_the_hot_path"),
-    _m("hot-grad-unchecked", "hot path: x requiring grad with out= not refused",
-       _R, "and not x.requires_grad", "and True", "hostile_out_on_the_hot_path"),
-    _m("hot-env-unread", "hot path: kill switch / forced rung not re-read",
-       _R, "if _env_raw() != d.settings.env:", "if False:", "kill_switch_on_the_hot_path"),
-    _m("hot-error-swallowed", "hot path: launch error taken but not raised",
-       _R, "error = d._take_error()", "error = d._take_error() and 0", "hot_failed_launch"),
-    _m("hot-pointers-swapped", "hot path: x and out passed in the wrong order",
-       _R, "entry.direct.launch(xp, yp, numel", "entry.direct.launch(yp, xp, numel", "overlap_in_bytes"),
-    _m("hot-default-stream", "hot path: launches on stream 0, not torch's current stream",
-       _R, "entry.grid, dev.stream)  # any rank", "entry.grid, 0)  # any rank", "overlap_in_bytes"),
-    _m("hot-uncounted", "hot path: dispatch_stats() not counted",
-       _R, "next(entry.count)", "pass  # uncounted", "overlap_in_bytes"),
-    _m("first-launch-error-untaken", "first (public-call) launches: no launch-error check",
-       _D, "        kernel(xf[launch.start : launch.stop], yf[launch.start : launch.stop], launch.grid, stream)\n",
-       "        kernel(xf[launch.start : launch.stop], yf[launch.start : launch.stop], launch.grid, stream)\n"
-       "        continue  # error not taken\n", "first_launch_fails"),
-    _m("launch-error-unraised", "dispatcher: a taken launch error not raised",
-       _D, "if error:\n        _launch_failed(error, entry.plan.rung", "if False:\n        _launch_failed(error, entry.plan.rung",
+    _m("hot-dtype-unchecked", "fast path: out's dtype not compared with x's",
+       _D, "out.dtype is dt", "True", "hostile_out_on_the_hot_path"),
+    _m("hot-shape-unchecked", "fast path: shapes not compared (same numel passes)",
+       _D, "and x.shape == out.shape", "and True", "hostile_out_on_the_hot_path"),
+    _m("hot-grad-unchecked", "fast path: x requiring grad with out= not refused",
+       _D, "and not x.requires_grad", "and True", "hostile_out_on_the_hot_path"),
+    _m("hot-env-unread", "fast path: kill switch / forced rung not re-read",
+       _D, "if (_env_get(_ENV_K0), _env_get(_ENV_K1), _env_get(_ENV_K2)) != s.env:", "if False:", "kill_switch_on_the_hot_path"),
+    _m("hot-error-swallowed", "fast path: launch error returned but not raised",
+       _D, "    if error:\n        _launch_failed(error, entry.plan, numel)", "    if False:\n        pass",
+       "hot_failed_launch"),
+    _m("hot-pointers-swapped", "fast path: x and out passed in the wrong order",
+       _D, "entry.block, xp, yp, numel, entry.grid, dev.stream)  # any rank",
+       "entry.block, yp, xp, numel, entry.grid, dev.stream)  # any rank", "overlap_in_bytes"),
+    _m("hot-default-stream", "fast path: launches on stream 0, not torch's current stream",
+       _D, "entry.grid, dev.stream)  # any rank", "entry.grid, 0)  # any rank", "overlap_in_bytes"),
+    _m("hot-uncounted", "fast path: dispatch_stats() not counted",
+       _D, "    entry.hit()\n    return True", "    return True", "overlap_in_bytes"),
+    _m("launch-return-code-dropped", "launch(): hipModuleLaunchKernel's return code dropped",
+       _L, "        _hip.clear_last_error()\n    return err\n", "        _hip.clear_last_error()\n    return 0\n",
+       "first_launch_fails"),
+    _m("launch-error-left-pending", "launch(): a failed launch's error not taken (hipGetLastError)",
+       _L, "    if err:\n        _hip.clear_last_error()\n    return err\n", "    return err\n", "hot_failed_launch"),
+    _m("launch-error-unraised", "dispatcher: a launch error not raised",
+       _D, "    if error:\n        _launch_failed(error, p, sum(", "    if False:\n        _launch_failed(error, p, sum(",
        "layer_failed_launch"),
-    _m("split-offset-in-elements", "direct-launch path: a split chunk's offset in elements, not bytes",
-       _D, "offset = launch.start * esize", "offset = launch.start", "split_launch_fails_in_the_middle"),
-    _m("split-entry-on-hot-path", "dispatcher: split plans handed to the hot path (single-launch only)",
-       _D, "if entry.single:\n            _fast[key] = entry", "if True:\n            _fast[key] = entry",
+    _m("split-offset-in-elements", "launch_all: a split chunk's offset in elements, not bytes",
+       _L, "offset = chunk.start * esize", "offset = chunk.start", "split_launch_fails_in_the_middle"),
+    _m("split-entry-on-hot-path", "dispatcher: split plans handed to the fast path (single-launch only)",
+       _D, "if entry.single:  # served by the fast path", "if True:  # served by the fast path",
        "split_launch_fails_in_the_middle"),
-    _m("hot-key-without-device", "hot path: entries looked up without the tensor's device",
-       _R, "yp & 15, dev.index))", "yp & 15, 0))", "other_device"),
+    _m("hot-key-without-device", "fast path: entries looked up without the tensor's device",
+       _D, "yp & 15, dev.index))", "yp & 15, 0))", "other_device"),
     _m("entry-key-without-device", "dispatcher: entries keyed without the device",
        _D, "numel, x_addr & 15, y_addr & 15, device)", "numel, x_addr & 15, y_addr & 15, 0)", "other_device"),
     _m("dispatch-no-device-switch", "dispatcher: launches for another device's tensor without switching there",
-       _D, "_on_device(info.index, info.current, _launch,", "_on_device(info.index, True, _launch,", "other_device"),
-    _m("hot-in-place-refused", "hot path: out=x counted as an overlap",
-       _R, "if xp != yp and xp < yp + nbytes", "if xp < yp + nbytes", "in_place"),
-    _m("hot-overlap-adjacent", "hot path: overlap test off by one (adjacent buffers refused)",
-       _R, "and yp < xp + nbytes:", "and yp <= xp + nbytes:", "overlap_in_bytes"),
-    _m("hot-entry-unlaunched", "hot path: serves an entry whose kernel never launched (no direct launcher yet)",
-       _R, "if entry is not None and entry.direct:", "if entry is not None:", "first_launch_fails"),
-    _m("hot-out-grad-unchecked", "hot path: out requiring grad not refused",
-       _R, "and not out.requires_grad", "and True", "hostile_out_on_the_hot_path"),
-    _m("hot-any-arch", "hot path: serves any arch from a gfx950 entry",
-       _R, "dev is not None and dev.arch == _GFX950", "dev is not None", "other_arch"),
+       _D, "_on_device(info.index, info.current, _launch.launch_all,", "_on_device(info.index, True, _launch.launch_all,",
+       "other_device"),
+    _m("load-on-current-device", "first use: module loaded on the current device, not the tensor's",
+       _D, "_on_device(device, info.current, _objects.function,", "_on_device(device, True, _objects.function,",
+       "other_device"),
+    _m("hot-in-place-refused", "fast path: out=x counted as an overlap",
+       _D, "if xp != yp and xp < yp + nbytes", "if xp < yp + nbytes", "in_place"),
+    _m("hot-overlap-adjacent", "fast path: overlap test off by one (adjacent buffers refused)",
+       _D, "and yp < xp + nbytes:", "and yp <= xp + nbytes:", "overlap_in_bytes"),
+    _m("unready-entry-on-hot-path", "dispatcher: entries handed to the fast path before their kernel is ready",
+       _D, "        STATE.add_entry(key, entry)\n", "        STATE.add_entry(key, entry)\n        STATE.fast[key] = entry\n",
+       "corrupt_object"),
+    _m("sha256-unchecked", "code objects loaded without their sha256 check",
+       _O, "    if hashlib.sha256(data).hexdigest() != e.get(\"sha256\"):", "    if False:", "corrupt_object"),
+    _m("hot-out-grad-unchecked", "fast path: out requiring grad not refused",
+       _D, "and not out.requires_grad", "and True", "hostile_out_on_the_hot_path"),
+    _m("hot-any-arch", "fast path: serves any arch from a gfx950 entry",
+       _D, "if dev is None or dev.arch != SUPPORTED_ARCH:", "if dev is None:", "other_arch"),
     _m("dispatch-any-arch", "dispatcher: the arch not checked",
-       _D, "if info.arch != SUPPORTED_ARCH:", "if False:", "other_arch"),
+       _D, "    if info.arch != SUPPORTED_ARCH:\n", "    if False:\n", "other_arch"),
     _m("dispatch-kill-switch-ignored", "dispatcher: RELU_FLYDSL_DISABLE not honoured",
-       _D, "if settings.current().disabled:", "if False:", "kill_switch_on_the_hot_path"),
-    _m("fast-unbounded", "dispatcher: the entry bound clears _entries but not the hot path's _fast",
-       _D, "            _entries.clear()\n            _fast.clear()\n", "            _entries.clear()\n",
+       _D, "if STATE.current().disabled:", "if False:", "kill_switch_on_the_hot_path"),
+    _m("fast-unbounded", "state: the entry bound clears the entries but not the fast path's",
+       _S, "                self.entries.clear()\n                self.fast.clear()\n", "                self.entries.clear()\n",
        "entries_bounded"),
     _m("plan-buffer-limit-in-elements", "planner: the descriptor's byte limit compared with elements",
        _P, "ok = ok and numel * esize <= limits.max_buffer_bytes and (last_index + vec) * esize - 1",
@@ -181,17 +190,47 @@ def make_copy(mutant: Mutant, root: Path) -> str:
     assert not (dst / "flash_relu_rocm").is_symlink()
     # its own torch.library namespace, and the version a built variant carries
     _replace_once(dst / "_ops.py", '_UNIQUE_ID = "dev"', f'_UNIQUE_ID = "mut_{tag}"')
-    if not (dst / "metadata.json").exists():
-        import relu_flydsl
+    import relu_flydsl
 
-        (dst / "metadata.json").write_text(f'{{"version": {int(relu_flydsl.__version__)}}}\n')
+    version = int(relu_flydsl.__version__)
+    _replace_once(dst / "_version.py", "_STAMPED = None", f"_STAMPED = {version}")  # as the build stamps it
+    if not (dst / "metadata.json").exists():
+        (dst / "metadata.json").write_text(f'{{"version": {version}}}\n')
     for rel, old, new in mutant.patches:
         _replace_once(dst / rel, old, new)
     return name
 
 
+def rebuild_objects(pkg, rungs, dtypes=("float32", "bfloat16")):
+    """Compile the copy's patched rungs into its own code_objects/ (the serve
+    path runs code objects only), with the build's own functions."""
+    import json
+
+    from flash_relu_rocm import build
+
+    registry = importlib.import_module(pkg.__name__ + ".flash_relu_rocm.registry")
+    objects_dir = Path(pkg.__file__).resolve().parent / "code_objects"
+    manifest = json.loads((objects_dir / build.MANIFEST).read_text())
+    toolchain = build._load_tool("toolchain")
+    codeobj = build._load_tool("vgpu/codeobj")
+    objdump = toolchain.find_tool("llvm-objdump")
+    with build._BuildEnv(toolchain.compile_env()):
+        for rung_name in rungs:
+            rung = registry.RUNGS[rung_name]
+            for dtype in dtypes:
+                vec = 1
+                while vec <= rung.max_vec(dtype):
+                    data = build.compile_kernel(rung, dtype, vec)
+                    entry = build.describe(data, rung, dtype, vec, codeobj, objdump)
+                    (objects_dir / entry["file"]).write_bytes(data)
+                    manifest["kernels"][build.kernel_key(rung_name, dtype, vec)] = entry
+                    vec *= 2
+    (objects_dir / build.MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+
+
 def import_copy(mutant: Mutant, root: Path):
-    """The patched copy as an imported package (root goes first on sys.path)."""
+    """The patched copy as an imported package (root goes first on sys.path),
+    its code objects rebuilt where the mutant patches a kernel."""
     name = make_copy(mutant, root)
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
@@ -200,12 +239,16 @@ def import_copy(mutant: Mutant, root: Path):
     importlib.invalidate_caches()
     pkg = importlib.import_module(name)
     assert Path(pkg.__file__).resolve().parent == (root / name).resolve()
+    if mutant.rebuild:
+        rebuild_objects(pkg, mutant.rebuild)
     return pkg
 
 
 # ---- the checks ------------------------------------------------------------
-RUNGS = ("v1", "v2", "v3", "v4", "v5")
-BUFFER_RUNGS = ("v4", "v5")
+from relu_flydsl.flash_relu_rocm.registry import RUNGS as _REGISTRY  # noqa: E402
+
+RUNGS = tuple(_REGISTRY)
+BUFFER_RUNGS = tuple(name for name, r in _REGISTRY.items() if r.buffer)
 MODELS = ("dword", "whole", "start")
 DTYPES = (torch.float32, torch.bfloat16)
 SIZES = (1, 7, 8, 1023, 1024, 4257)  # test_vgpu_correctness's small sizes
@@ -317,9 +360,9 @@ def run_scenarios(dev, pkg, mutant: Mutant, names, first_only=True) -> Result:
     for name in names:
         n += 1
         dev.reset()
-        # FlyDSL's pending launch error is process-wide: one a mutant left
+        # the HIP runtime's pending error is process-wide: one a mutant left
         # untaken must not fail the next mutant's scenario
-        pkg._dispatch._take_error()
+        dev.lib.hipGetLastError()
         with pytest.MonkeyPatch.context() as mp:
             for var in ("RELU_FLYDSL_DISABLE", "RELU_FLYDSL_RUNG"):
                 mp.delenv(var, raising=False)
@@ -329,7 +372,7 @@ def run_scenarios(dev, pkg, mutant: Mutant, names, first_only=True) -> Result:
                 first = (str(e).strip().splitlines() or [""])[0][:200]
                 failing[name] = {name: f"{type(e).__name__}: {first}"}
             finally:
-                pkg.reset_dispatch_stats()
+                pkg._state.STATE.reset()
                 dev.reset()
         if failing and first_only:
             break

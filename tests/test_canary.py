@@ -1,4 +1,4 @@
-"""The first-use canary (issue 12) on the virtual gfx950, through the public
+"""The first-use canary on the virtual gfx950, through the public
 relu(): correct kernels pass once per (kernel, device); each kernel mutant of
 the mutation catalogue is caught by its canary (torch's result returned, one
 warning with the evidence, the stats say why); never inside a capture; eight
@@ -44,26 +44,84 @@ def test_canary_input_and_bit_rule(dtype):
     """The packaged special values and bit rule agree with the test suite's
     reference, and the input holds every special pattern, in the tail too."""
     from relu_flydsl import _canary
+    from relu_flydsl.flash_relu_rocm import dtypes as _dtypes
     from relu_flydsl.flash_relu_rocm.registry import RUNGS
 
     import reference
 
     name = str(dtype)[6:]
-    assert sorted(_canary.SPECIAL[name]) == sorted(reference.SPECIAL[dtype])
+    special = _dtypes.get(name).special
+    assert sorted(special) == sorted(reference.SPECIAL[dtype])
     rung = RUNGS["v5"]
     vec = rung.max_vec(name)
     n = _canary.length(rung, vec)
     tile = rung.block * vec
     assert tile < n < 2 * tile and n % vec == 0  # a full tile, then a partial block
-    bits = _canary.input_bits(name, n)
+    bits = _canary.input_bits(name, vec, n)
     u = bits.numpy().view(reference.UINT[dtype])
-    assert set(_canary.SPECIAL[name]) <= set(u.tolist())
-    assert set(_canary.SPECIAL[name]) <= set(u[-len(_canary.SPECIAL[name]):].tolist())
+    assert set(special) <= set(u.tolist())
+    assert set(special) <= set(u[-len(special) * vec:].tolist())
     expect = _canary.expected_bits(bits, name).numpy().view(reference.UINT[dtype])
     assert np.array_equal(expect, reference.relu_bits_u(u, dtype))
     raw = np.random.default_rng(1).integers(0, np.iinfo(u.dtype).max, 5000, dtype=u.dtype, endpoint=True)
     signed = torch.from_numpy(raw.view(np.dtype(f"int{u.itemsize * 8}")).copy())
     assert np.array_equal(_canary.expected_bits(signed, name).numpy().view(u.dtype), reference.relu_bits_u(raw, dtype))
+
+
+def lane_gaps(input_bits, rung, dtype: str, vec: int):
+    """(special value, lane) pairs of a canary input where that special value
+    never sits at that lane position of a `vec`-wide vector: [] when every
+    special value visits every lane, at the start of x and in its last block."""
+    from relu_flydsl import _canary
+    from relu_flydsl.flash_relu_rocm import dtypes as _dtypes
+
+    d = _dtypes.get(dtype)
+    n = _canary.length(rung, vec)
+    u = input_bits(dtype, vec, n).to(torch.int64) & ((1 << d.width) - 1)
+    tail = rung.block * vec  # the partial last block
+    gaps = []
+    for part in (u[:n - tail], u[n - (n % tail or tail):]):
+        lanes = torch.arange(part.numel()) % vec
+        for value in d.special:
+            seen = set(lanes[part == value].tolist())
+            gaps += [(hex(value), lane) for lane in range(vec) if lane not in seen]
+    return gaps
+
+
+def test_every_special_value_sits_at_every_lane_position():
+    """For every rung, dtype and vector width the canary serves, each special
+    value sits at every lane position, both in the full tiles and in the
+    partial last block; a weakened input (specials at lane 1 of each group of
+    4, as before) fails the same check."""
+    from relu_flydsl import _canary
+    from relu_flydsl.flash_relu_rocm import dtypes as _dtypes
+    from relu_flydsl.flash_relu_rocm.registry import DTYPES, RUNGS
+
+    for r in RUNGS.values():
+        for dtype in DTYPES:
+            vec = 1
+            while vec <= r.max_vec(dtype):
+                assert lane_gaps(_canary.input_bits, r, dtype, vec) == [], (r.name, dtype, vec)
+                vec *= 2
+
+    def weakened(dtype, vec, n):
+        d = _dtypes.get(dtype)
+        bits = torch.zeros(n, dtype=getattr(torch, d.int_view))
+        special = torch.tensor([_dtypes.signed(v, d.width) for v in d.special], dtype=bits.dtype)
+        every = torch.arange(n) % 4 == 1
+        bits[every] = special.repeat(-(-n // special.numel()))[: int(every.sum())]
+        return bits
+
+    assert lane_gaps(weakened, RUNGS["v5"], "float32", 4), "the check must see lanes 0, 2, 3 missed"
+    assert lane_gaps(weakened, RUNGS["v5"], "bfloat16", 8)
+
+
+def test_expected_bits_for_integer_dtypes():
+    """expected_bits takes integer dtypes too: y = 0 where x < 0, else x."""
+    from relu_flydsl import _canary
+
+    bits = torch.tensor([-128, -1, 0, 1, 127], dtype=torch.int8)
+    assert _canary.expected_bits(bits, "int8").tolist() == [0, 0, 0, 1, 127]
 
 
 # ---- a correct kernel passes, once per (kernel, device) -------------------------
@@ -75,7 +133,7 @@ def test_correct_kernels_pass_once(vgpu):
             _call(vgpu, relu_flydsl.relu, torch.bfloat16, 4096, seed=1)       # v5/bf16/x8
             _call(vgpu, relu_flydsl.relu, torch.bfloat16, 1000, seed=2)       # same kernel, another size
             _call(vgpu, relu_flydsl.relu, torch.float32, 4097, rung="v1")     # v1/f32/x1
-    assert dispatch.canary_runs == {("v5", "bfloat16", 8, 0): 1, ("v1", "float32", 1, 0): 1}
+    assert dispatch.STATE.canary_runs == {("v5", "bfloat16", 8, 0): 1, ("v1", "float32", 1, 0): 1}
     assert relu_flydsl.dispatch_stats() == {"flydsl/v5/bfloat16": 4, "flydsl/v1/float32": 2}
     # the canary launches ran on the device, each on its canary length, on the exact grid
     from relu_flydsl.flash_relu_rocm.registry import RUNGS
@@ -86,7 +144,7 @@ def test_correct_kernels_pass_once(vgpu):
 
 
 def test_every_kernel_passes_its_canary_through_warmup(vgpu):
-    """warmup() runs the canary of every kernel it compiles: every rung x dtype
+    """warmup() runs the canary of every kernel it loads: every rung x dtype
     x vector width, all passing on the virtual gfx950."""
     relu_flydsl, dispatch, _ = _pkg()
     from relu_flydsl.flash_relu_rocm.registry import RUNGS
@@ -99,8 +157,8 @@ def test_every_kernel_passes_its_canary_through_warmup(vgpu):
                 relu_flydsl.warmup(dtype, rungs=name, vecs=vecs)
     expected = {(name, dtype, v, 0) for name, r in RUNGS.items() for dtype in ("float32", "float16", "bfloat16")
                 for v in (1, 2, 4, 8) if v <= r.max_vec(dtype)}
-    assert dispatch.canary_runs == {k: 1 for k in expected}
-    assert all(dispatch._canaries[k] is None for k in expected)
+    assert dispatch.STATE.canary_runs == {k: 1 for k in expected}
+    assert all(dispatch.STATE.verdicts[k] is None for k in expected)
     launches = len(vgpu.canary_launches)
     _call(vgpu, relu_flydsl.relu, torch.float16, 4096, rung="v3")  # warmed: no canary now
     assert len(vgpu.canary_launches) == launches and len(vgpu.launches) == 1
@@ -141,7 +199,7 @@ def test_mutant_is_caught_by_its_canary(vgpu, monkeypatch, mutant_root, name):
             x, out = _call(vgpu, pkg.relu, dtype, n, rung=rung, seed=n, kind="random")
             assert torch.equal(out, torch.relu(x))
             keep.append((x, out))
-    failed = {k: v for k, v in pkg._dispatch._canaries.items() if v is not None}
+    failed = {k: v for k, v in pkg._dispatch.STATE.verdicts.items() if v is not None}
     assert failed, f"mutant {name}: no canary failed"
     msgs = [str(w.message) for w in caught if "canary failed" in str(w.message)]
     assert len(msgs) == len(failed), msgs  # once per failed kernel
@@ -162,7 +220,7 @@ def test_unmutated_copy_passes_every_canary(vgpu, monkeypatch, mutant_root):
         warnings.simplefilter("error")
         for rung, dtype, n in _MUTANT_CALLS:
             _call(vgpu, pkg.relu, dtype, n, rung=rung, seed=n)
-    assert pkg._dispatch._canaries and all(v is None for v in pkg._dispatch._canaries.values())
+    assert pkg._dispatch.STATE.verdicts and all(v is None for v in pkg._dispatch.STATE.verdicts.values())
     assert not any(k.startswith("fallback/") for k in pkg.dispatch_stats())
 
 
@@ -216,11 +274,11 @@ def test_first_call_inside_capture_falls_back(vgpu):
     graph = vgpu.end_capture(stream)
     assert vgpu.graph_nodes(graph) == 0  # torch's kernel ran (on the CPU here), nothing of ours captured
     vgpu.destroy_graph(graph)
-    assert dispatch.canary_runs == {} and vgpu.canary_launches == [] and vgpu.launches == []
+    assert dispatch.STATE.canary_runs == {} and vgpu.canary_launches == [] and vgpu.launches == []
     assert relu_flydsl.dispatch_stats() == {"fallback/not verified before graph capture (call warmup())": 1}
     S.assert_bits(out, S.relu_bits(xbits, torch.bfloat16))
     relu_flydsl.relu(x, out=out)  # outside the capture: canary, then the kernel
-    assert dispatch.canary_runs == {("v5", "bfloat16", 8, 0): 1} and len(vgpu.launches) == 1
+    assert dispatch.STATE.canary_runs == {("v5", "bfloat16", 8, 0): 1} and len(vgpu.launches) == 1
 
 
 # ---- concurrency: eight first calls, each canary once --------------------------
@@ -251,7 +309,7 @@ def test_eight_threads_run_each_canary_once(vgpu):
     assert not errors, errors
     for xbits, x, out, dt in cases:
         S.assert_bits(out, S.relu_bits(xbits, dt))
-    assert dispatch.canary_runs == {("v5", "bfloat16", 8, 0): 1, ("v5", "float32", 4, 0): 1}
+    assert dispatch.STATE.canary_runs == {("v5", "bfloat16", 8, 0): 1, ("v5", "float32", 4, 0): 1}
     assert len(vgpu.canary_launches) == 2
     assert relu_flydsl.dispatch_stats() == {"flydsl/v5/bfloat16": 4, "flydsl/v5/float32": 4}
 
@@ -262,11 +320,11 @@ def test_switch_turns_the_canary_off_and_on_at_run_time(vgpu, monkeypatch):
     monkeypatch.setenv("RELU_FLYDSL_CANARY", "0")
     for _ in range(2):  # the second call takes relu()'s hot path
         _call(vgpu, relu_flydsl.relu, torch.float32, 4096)
-    assert dispatch.canary_runs == {} and vgpu.canary_launches == [] and len(vgpu.launches) == 2
+    assert dispatch.STATE.canary_runs == {} and vgpu.canary_launches == [] and len(vgpu.launches) == 2
     monkeypatch.setenv("RELU_FLYDSL_CANARY", "1")  # the hot path's cached entry must not skip it
     _call(vgpu, relu_flydsl.relu, torch.float32, 4096)
-    assert dispatch.canary_runs == {("v5", "float32", 4, 0): 1} and len(vgpu.canary_launches) == 1
+    assert dispatch.STATE.canary_runs == {("v5", "float32", 4, 0): 1} and len(vgpu.canary_launches) == 1
     monkeypatch.delenv("RELU_FLYDSL_CANARY")  # default: on
     _call(vgpu, relu_flydsl.relu, torch.float32, 4096)
-    assert dispatch.canary_runs == {("v5", "float32", 4, 0): 1}
+    assert dispatch.STATE.canary_runs == {("v5", "float32", 4, 0): 1}
     assert relu_flydsl.dispatch_stats() == {"flydsl/v5/float32": 4}

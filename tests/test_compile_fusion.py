@@ -1,4 +1,4 @@
-"""Under torch.compile, relu must never cost a fusion (issue 15).
+"""Under torch.compile, relu must never cost a fusion.
 
 Measured on CPU with Inductor: torch._inductor.utils.run_and_get_code returns
 the generated wrapper code; we count the fused kernels its call() runs and the

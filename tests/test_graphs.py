@@ -1,4 +1,4 @@
-"""HIP graph capture (issue 16) on the virtual gfx950, through the public
+"""HIP graph capture on the virtual gfx950, through the public
 relu(): warm up, capture relu(x, out=y) (single and split launches), write
 new data into x, replay, y is bit-exact; a first call inside a capture takes
 the documented torch fallback without touching the capture."""

@@ -1,8 +1,8 @@
-"""Serving-grade integration (issue 6): torch.library registration, torch.compile,
+"""Serving-grade integration: torch.library registration, torch.compile,
 autograd, kernels.kernelize, graph safety and observable dispatch.
 
-CPU tests run in this process. Tests named test_noop_* take the real FlyDSL
-path through a no-op libamdhip64.so.7 (tools/noop_hip/): one process can hold
+CPU tests run in this process. Tests named test_noop_* take the real kernel
+path (shipped code objects, module load, ctypes launch) through a no-op libamdhip64.so.7 (tools/noop_hip/): one process can hold
 only one libamdhip64.so.7 and the virtual-device suite loads its own, so these
 tests run in one child pytest process (this file, -k test_noop_) that loads
 the no-op library first; in the parent each test reports its child's result.
@@ -77,7 +77,7 @@ class _Model(torch.nn.Module):
         return self.act(relu_flydsl.relu(x) * 2 - 1)
 
 
-# Compiled graphs take torch's relu by default and the FlyDSL op with
+# Compiled graphs take torch's relu by default and the kernel op with
 # RELU_FLYDSL_COMPILE=op; both must trace fullgraph, dynamic, without recompiles.
 # What Inductor makes of each is measured in tests/test_compile_fusion.py.
 @pytest.fixture(params=["torch", "op"])
@@ -278,8 +278,7 @@ def noop_device(request, monkeypatch):
         yield None  # the child ran this test and it passed; the body returns at once
         return
     try:
-        from tools import noop_hip, toolchain
-        toolchain.apply()
+        from tools import noop_hip
         lib = noop_hip.load()
     except (FileNotFoundError, subprocess.CalledProcessError) as e:
         pytest.skip(f"cannot build/load the no-op HIP library here: {e}")
@@ -297,13 +296,11 @@ def noop_device(request, monkeypatch):
     # The no-op device computes nothing, so no first-use canary can pass on it
     # (canaries are tested on the virtual gfx950, tests/test_canary.py).
     monkeypatch.setenv("RELU_FLYDSL_CANARY", "0")
-    _dispatch.settings.refresh()
-    relu_flydsl.reset_dispatch_stats()
+    _dispatch.STATE.reset()
     lib.noop_hip_reset()
     yield Device
     monkeypatch.undo()  # environment and device_info back before re-reading settings
-    _dispatch.settings.refresh()
-    relu_flydsl.reset_dispatch_stats()
+    _dispatch.STATE.reset()
     lib.noop_hip_reset()
 
 
@@ -371,7 +368,7 @@ def test_noop_dispatch_stats_count_each_path(noop_device):
     relu_flydsl.relu(torch.randn(64), out=torch.empty(64))
     relu_flydsl.relu(torch.randn(64, dtype=torch.bfloat16))
     relu_flydsl.relu(torch.randn(64), rung="v2")
-    relu_flydsl.relu(torch.randn(8, 8).t())                      # non-contiguous
+    relu_flydsl.relu(torch.randn(8, 8)[:, ::2])                  # strided with gaps
     relu_flydsl.relu(torch.arange(-3, 3))                         # int64
     relu_flydsl.relu(torch.randn(0))                              # empty
     relu_flydsl.relu(torch.randn(4, device="meta"))               # not a ROCm device
@@ -397,7 +394,7 @@ def test_noop_disable_env_forces_fallback_everywhere(noop_device, monkeypatch):
     y = torch.empty_like(x)
     relu_flydsl.relu(x, out=y)  # warm: a cached hot-path entry exists
     monkeypatch.setenv("RELU_FLYDSL_DISABLE", "1")
-    _dispatch.settings.refresh()
+    _dispatch.STATE.refresh()
     relu_flydsl.reset_dispatch_stats()
     before = hip.noop_hip_launch_count()
     relu_flydsl.relu(x, out=y)
@@ -415,7 +412,7 @@ def test_noop_rung_env_forces_rung(noop_device, monkeypatch):
     y = torch.empty_like(x)
     relu_flydsl.relu(x, out=y)
     monkeypatch.setenv("RELU_FLYDSL_RUNG", "v3")
-    _dispatch.settings.refresh()
+    _dispatch.STATE.refresh()
     relu_flydsl.reset_dispatch_stats()
     relu_flydsl.relu(x, out=y)
     relu_flydsl.relu(x)
@@ -423,8 +420,8 @@ def test_noop_rung_env_forces_rung(noop_device, monkeypatch):
     assert relu_flydsl.dispatch_stats() == {"flydsl/v3/float32": 2, "flydsl/v4/float32": 1}
     monkeypatch.setenv("RELU_FLYDSL_RUNG", "v9")  # a typo must not take the process down
     with pytest.warns(RuntimeWarning, match="ignoring RELU_FLYDSL_RUNG='v9'"):
-        _dispatch.settings.refresh()
-    assert _dispatch.settings.default_rung == "v5"
+        _dispatch.STATE.refresh()
+    assert _dispatch.STATE.settings.default_rung == "v5"
 
 
 def test_noop_failed_launch_raises(noop_device):

@@ -1,5 +1,5 @@
-"""Every kernel the planner can choose runs on the virtual gfx950 (issue 13
-items 1 and 3).
+"""Every kernel the planner can choose runs on the virtual gfx950, from the
+shipped code objects.
 
 The set of kernels is asked of the planner (vgpu_support.planner_kernels: the
 registry's rungs and dtypes x every vector width plan.plan() returns), not
@@ -36,7 +36,7 @@ def test_planner_set_is_the_ladder():
         for dtype in registry.DTYPES:
             vecs = sorted(v for r, d, v in KERNELS if (r, d) == (rung.name, dtype))
             assert vecs[-1] == rung.max_vec(dtype) and vecs == [1 << k for k in range(len(vecs))], (rung, dtype, vecs)
-    assert len(KERNELS) == 47  # the total the issue audited; change with the registry, on purpose
+    assert len(KERNELS) == 47  # 47 today: change it with the registry, on purpose
 
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=[f"{r}-{d}-x{v}" for r, d, v in KERNELS])
@@ -62,7 +62,7 @@ def test_every_planner_kernel_executed(vgpu):
 
 @pytest.mark.parametrize("rung", ["v2", "v5"])
 def test_planner_checking_one_pointer_is_caught(vgpu, monkeypatch, rung):
-    """Item 3: with x aligned and out 4 bytes past a 16-byte boundary the real
+    """With x aligned and out 4 bytes past a 16-byte boundary the real
     planner takes one element per thread; a planner that checks only x's
     alignment takes the 128-bit width, and the emulator's alignment check fails
     the call (values, guards and bounds alone would not notice)."""
@@ -71,16 +71,16 @@ def test_planner_checking_one_pointer_is_caught(vgpu, monkeypatch, rung):
 
     relu = _relu()
     case = S.Case(rung, "float32", 1, "y-offset", "mixed")  # out at +1 element, numel a multiple of 4
-    dispatch.reset_dispatch_stats()  # plans are cached per size and alignment
+    dispatch.STATE.reset()  # plans are cached per size and alignment
     assert S.run_case(vgpu, relu, case, seed=5) == []
 
     real = plan.pick_vec
     monkeypatch.setattr(plan, "pick_vec", lambda numel, dtype, max_vec, *addrs: real(numel, dtype, max_vec, *addrs[:1]))
-    dispatch.reset_dispatch_stats()
+    dispatch.STATE.reset()
     try:
         problems = S.run_case(vgpu, relu, case, seed=5)
     finally:
-        dispatch.reset_dispatch_stats()
+        dispatch.STATE.reset()
     assert any("launched [\"('%s', 'float32', 4)\"]" % rung in p for p in problems), problems
     misaligned = [p for p in problems if "misaligned" in p]
     assert misaligned and "needs 16-byte alignment" in misaligned[0], problems

@@ -1,8 +1,9 @@
 """relu() on CPU tensors: the torch fallback path and input validation.
 
-CPU torch.relu rewrites NaN payloads in its vectorized bf16/f16 paths (FACTS
-section 8), so the fallback is compared with torch.relu by value, sign and NaN
-position; bit-exactness of the FlyDSL kernels is the virtual device's suite.
+CPU torch.relu rewrites NaN payloads in its vectorized bf16/f16 paths (large
+bf16 tensors give 0xFFFF, f16 signalling NaNs are quieted), so the fallback is
+compared with torch.relu by value, sign and NaN position; bit-exactness of the
+kernels is the virtual device's suite.
 """
 
 import pytest

@@ -1,11 +1,10 @@
 """The stand-in HIP library of the virtual gfx950 (tools/vgpu/hipstub.c), called
 directly: several devices, per-device modules and streams, per-device memory,
-stream capture and graph replay. The kernel is the real v4 float32 x4 ladder
-kernel, launched through FlyDSL's CompiledFunction or by raw hipModuleLaunchKernel
-on its code object; the return codes are those of ROCm's clr (see the README)."""
+stream capture and graph replay. The kernel is the shipped v4 float32 x4 code
+object, launched through the package's launch function or by raw
+hipModuleLaunchKernel; the return codes are those of ROCm's clr (see the README)."""
 
 import ctypes
-import pickle
 import threading
 
 import pytest
@@ -21,36 +20,11 @@ SUCCESS, INVALID_DEVICE, INVALID_HANDLE, LAUNCH_FAILURE = 0, 101, 400, 719
 CAPTURE_UNSUPPORTED, CAPTURE_INVALIDATED, CAPTURE_IMPLICIT = 900, 901, 906
 
 
-def _fresh_function():
-    """A CompiledFunction of v4/float32/x4 with its own artifact, so its module is
-    not loaded yet: its first call loads it on the device current then. (FlyDSL
-    shares one artifact, hence one module, per compile key: a copy is the way to a
-    second module.)"""
-    from flydsl.compiler.jit_function import CompiledFunction
+def _package_function():
+    """v4/float32/x4 loaded the way relu() loads it (sha256 checked, on device 0)."""
+    from relu_flydsl import _objects
 
-    from relu_flydsl.flash_relu_rocm import cache, registry
-
-    fn = cache.compiled(registry.RUNGS["v4"], "float32", 4)
-    new = CompiledFunction(None, pickle.loads(pickle.dumps(fn._keepalive)))
-    new._call_spec = fn._call_spec if fn._call_spec is not None else fn._call_state._spec
-    new._backend = fn._backend
-    _KEEP.append(new)  # its module is unloaded when collected: never during another test's capture
-    return new
-
-
-_KEEP = []
-
-
-def _take_flydsl_error():
-    """FlyDSL keeps a failed launch's HIP error until taken; take it so it is not
-    mistaken for a later launch's."""
-    from pathlib import Path
-
-    import flydsl
-
-    lib = ctypes.CDLL(str(Path(flydsl.__file__).parent / "_mlir" / "_mlir_libs" / "libfly_jit_runtime.so"))
-    lib.flydslRuntimeTakeError.restype = ctypes.c_int
-    return lib.flydslRuntimeTakeError()
+    return _objects.function("v4", "float32", 4, 0)
 
 
 def _hip(vgpu):
@@ -72,19 +46,10 @@ _IMAGE = []
 
 
 def _image(vgpu):
-    """The v4/float32/x4 code object and kernel name, loaded once through FlyDSL on device 0."""
-    if _IMAGE:
-        return _IMAGE[0]
-    fn = _fresh_function()
-    x, _ = S.guarded_input(vgpu, S.make_bits("random", N, torch.float32, seed=1), torch.float32)
-    y, _ = vgpu.guarded((N,), torch.float32, name="warm-out")
-    fn(x, y, GRID, 0)
-    co = vgpu.modules[max(vgpu.modules)]
-    (name,) = co.kernels
-    assert [(a[".value_kind"], a[".size"]) for a in co.kernels[name].args] == [
-        ("global_buffer", 8), ("by_value", 4), ("global_buffer", 8), ("by_value", 4)]
-    _IMAGE.append((co.data, name))
-    return _IMAGE[0]
+    """The shipped v4/float32/x4 code object and its kernel name."""
+    from relu_flydsl import _objects
+
+    return _objects.read_verified("v4", "float32", 4), _objects.entry("v4", "float32", 4)["symbol"]
 
 
 def _load(hip, image, name):
@@ -97,7 +62,7 @@ def _load(hip, image, name):
 
 
 def _launch(hip, f, x, y, stream=None):
-    """hipModuleLaunchKernel with FlyDSL's kernelParams layout; returns (code, argument storage)."""
+    """hipModuleLaunchKernel with kernelParams pointing at each argument; returns (code, argument storage)."""
     args = (ctypes.c_uint64(x.data_ptr()), ctypes.c_int32(x.numel()),
             ctypes.c_uint64(y.data_ptr()), ctypes.c_int32(y.numel()))
     params = (ctypes.c_void_p * 4)(*(ctypes.addressof(a) for a in args))
@@ -180,27 +145,20 @@ def test_module_runs_only_on_its_device(vgpu):
     assert code == INVALID_HANDLE
 
 
-def test_flydsl_compiled_function_is_bound_to_the_device_of_its_first_call(vgpu):
-    """FlyDSL loads a CompiledFunction's module once, on the device current at its
-    first call, and calls hipModuleGetFunction on every launch: called from another
-    device its launch is refused (FlyDSL returns normally, the error waits in its
-    runtime) and the ROCm 6.x abort case is counted."""
-    fn = _fresh_function()
+def test_get_function_off_its_modules_device_is_counted(vgpu):
+    """hipModuleGetFunction while the module's device is not current (ROCm 6.x
+    aborts the process there; ROCm 7 allows it) is counted, so the package's
+    tests can show it never does that."""
+    hip = _hip(vgpu)
+    image, name = _image(vgpu)
     vgpu.set_device_count(2)
     vgpu.set_device(1)
-    bits, x1, y1, _ = _pair_on(vgpu, 1, seed=3, tag="1")
-    fn(x1, y1, GRID, 0)
-    assert _take_flydsl_error() == SUCCESS
-    S.assert_bits(y1, S.relu_bits(bits, torch.float32))
-    assert vgpu.launches[-1].device == 1
-
+    buf = ctypes.create_string_buffer(image, len(image))
+    m, f = ctypes.c_void_p(), ctypes.c_void_p()
+    assert hip.hipModuleLoadData(ctypes.byref(m), buf) == SUCCESS
     vgpu.set_device(0)
-    _, x0, y0, ybuf0 = _pair_on(vgpu, 0, seed=4, tag="0")
-    ran, foreign = len(vgpu.launches), vgpu.counts()["foreign_get_function"]
-    fn(x0, y0, GRID, 0)
-    assert _take_flydsl_error() == INVALID_DEVICE
-    assert len(vgpu.launches) == ran
-    _untouched(ybuf0)
+    foreign = vgpu.counts()["foreign_get_function"]
+    assert hip.hipModuleGetFunction(ctypes.byref(f), m, name.encode()) == SUCCESS
     assert vgpu.counts()["foreign_get_function"] == foreign + 1
 
 
@@ -238,28 +196,34 @@ def test_regions_of_two_devices_cannot_overlap(vgpu):
 
 # ---------------------------------------------------------------------------- capture
 def test_capture_records_launches_and_replay_runs_them_with_the_captured_arguments(vgpu):
-    """Through FlyDSL's real launch path: launches on a capturing stream are recorded,
-    not run; FlyDSL then reuses its argument slots for another call, yet every replay
-    uses the pointers and sizes captured (copied at capture, as HIP does)."""
-    fn = _fresh_function()
+    """Through the package's launch function (_launch.launch): launches on a
+    capturing stream are recorded, not run; the launch function then reuses its
+    argument buffer for another call, yet every replay uses the pointers and
+    sizes captured (copied at capture, as HIP does)."""
+    from relu_flydsl import _launch
+
+    fn = _package_function()                          # module loaded before the capture
     s = vgpu.create_stream(0)
     half = N // 2
     _, x, y, ybuf = _pair_on(vgpu, 0, seed=6)
     _, xo, yo, _ = _pair_on(vgpu, 0, seed=7, tag="-other")
-    fn(xo, yo, GRID, 0)                               # module loaded before the capture
+
+    def launch(xv, yv, grid, stream):
+        return _launch.launch(fn, 128, xv.data_ptr(), yv.data_ptr(), xv.numel(), grid, stream)
+
+    assert launch(xo, yo, GRID, 0) == SUCCESS
     ran = len(vgpu.launches)
 
     vgpu.begin_capture(s)
     assert vgpu.is_capturing(s) == 1
-    fn(x[:half], y[:half], 1, s)                      # a split launch: two captured nodes
-    fn(x[half:], y[half:], 1, s)
-    assert _take_flydsl_error() == SUCCESS
+    assert launch(x[:half], y[:half], 1, s) == SUCCESS  # a split launch: two captured nodes
+    assert launch(x[half:], y[half:], 1, s) == SUCCESS
     graph = vgpu.end_capture(s)
     assert vgpu.is_capturing(s) == 0
     assert len(vgpu.launches) == ran, "a captured launch ran"
     _untouched(ybuf)
     assert vgpu.graph_nodes(graph) == 2
-    fn(xo, yo, GRID, 0)                               # overwrites FlyDSL's argument slots
+    assert launch(xo, yo, GRID, 0) == SUCCESS         # overwrites the launch function's argument buffer
     exe = vgpu.instantiate(graph)
     vgpu.destroy_graph(graph)                          # the executable graph is a copy
 
@@ -350,7 +314,7 @@ def test_forbidden_call_during_capture_fails_and_invalidates_it(vgpu, call):
 
 
 def test_strict_mode_refuses_a_module_load_during_capture(vgpu):
-    """clr loads modules during a capture; the issue's stricter model refuses
+    """clr loads modules during a capture; the stand-in's stricter mode refuses
     them (900) and invalidates the capture. The relu capture tests run in this
     mode, so a module load inside a capture would fail them."""
     hip = _hip(vgpu)

@@ -107,7 +107,7 @@ def assert_exact_grids(launches):
 SUMMARY_LINES = []
 
 
-# ---- every kernel the planner can choose (issue 13 item 1) -----------------
+# ---- every kernel the planner can choose ------------------------------------
 # relu_<rung>_<idea>_<dtype>_x<vec>_b<block>[_u<unroll>] (flash_relu_rocm._common.kernel_name)
 _KERNEL_ID = re.compile(r"^relu_(v\d+)_\w*?_(float32|float16|bfloat16)_x(\d+)_b\d+(?:_u\d+)?(?:_\d+)?$")
 TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -260,9 +260,10 @@ def run_case(dev, relu, case, seed=None):
 
 def loaded_kernels(dev):
     """{(rung, dtype, vec): codeobj.Kernel} for every planner kernel, as the
-    virtual device received it (its code object, disassembled). A kernel not
-    loaded yet is loaded by one launch over `vec` registered elements."""
-    from relu_flydsl.flash_relu_rocm import cache, registry
+    virtual device received it (its shipped code object, disassembled). A
+    kernel not loaded yet is loaded the way relu() loads it (sha256 checked,
+    hipModuleLoadData on device 0)."""
+    from relu_flydsl import _objects
 
     def found():
         out = {}
@@ -275,18 +276,9 @@ def loaded_kernels(dev):
 
     have = found()
     for rung, dtype, vec in planner_kernels():
-        if (rung, dtype, vec) in have:
-            continue
-        fn = cache.compiled(registry.RUNGS[rung], dtype, vec)
-        x = torch.zeros(vec, dtype=TORCH_DTYPES[dtype])
-        y = torch.zeros_like(x)
-        rx, ry = dev.register(x, name="x"), dev.register(y, name="y")
-        try:
-            fn(x, y, 1, 0)
+        if (rung, dtype, vec) not in have:
+            _objects.function(rung, dtype, vec, 0)
             dev.check()
-        finally:
-            dev.memory.remove(rx)
-            dev.memory.remove(ry)
     have = found()
     missing = [k for k in planner_kernels() if k not in have]
     assert not missing, f"not loaded: {missing}"

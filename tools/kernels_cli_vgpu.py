@@ -1,6 +1,6 @@
 """Run the `kernels` CLI, exactly as typed, with the kernels running on the virtual gfx950.
 
-    python3 tools/kernels_cli_vgpu.py benchmark ./relu-build
+    .venv/bin/python tools/kernels_cli_vgpu.py benchmark ./relu-build
 
 calls kernels' own console-script entry point (`kernels.cli:main`) with
 sys.argv = ["kernels", "benchmark", "./relu-build"], in a process where:
@@ -176,6 +176,16 @@ def main(argv=None):
     if not argv:
         print(__doc__, file=sys.stderr)
         return 2
+    if "-h" in argv or "--help" in argv:  # help only: no kernel runs, so no report
+        print(__doc__)
+        from kernels.cli import main as kernels_main
+
+        sys.argv = ["kernels", *argv]
+        try:
+            kernels_main()
+        except SystemExit as e:
+            return e.code if isinstance(e.code, int) else 1
+        return 0
     session = Session(_virtual_device(), int(os.environ.get("KERNELS_VGPU_ROW_DIVISOR", DEFAULT_ROW_DIVISOR)))
     session.present_rocm()
     from kernels.cli import main as kernels_main  # the `kernels` console script

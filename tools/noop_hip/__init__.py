@@ -10,7 +10,7 @@ the library already loaded under that soname. One process holds one such
 library: a process that loaded the virtual device's stub (tools/vgpu/) cannot
 load this one, and the other way round (`loaded_hip()` tells which is loaded).
 
-Command line: python -m tools.noop_hip [--out DIR]  (builds, prints the library path)
+Command line: .venv/bin/python -m tools.noop_hip [--out DIR]  (builds, prints the library path)
 """
 
 import ctypes

@@ -1,4 +1,4 @@
-"""python -m tools.noop_hip [--out DIR]: build the no-op libamdhip64.so.7, print its path."""
+""".venv/bin/python -m tools.noop_hip [--out DIR]: build the no-op libamdhip64.so.7, print its path."""
 import argparse
 from pathlib import Path
 

@@ -19,7 +19,7 @@ from ._relu import relu
 from ._version import __version__
 from ._verify import verify_digest, verify_variant
 
-# Version 1's API, frozen: adding or removing a symbol needs a new version (tools/release.py).
-# verify_digest, the new name of verify_variant (kept, deprecated: it warns), joins __all__
-# with the next version; code that must run on every version-1 commit calls verify_variant.
-__all__ = ["__version__", "dispatch_stats", "layers", "relu", "reset_dispatch_stats", "verify_variant", "warmup"]
+# The public API of version 2 (releases/v2.json): adding or removing a symbol needs a new
+# version (tools/release.py). verify_variant, verify_digest's version-1 name, stays (it warns).
+__all__ = ["__version__", "dispatch_stats", "layers", "relu", "reset_dispatch_stats", "verify_digest",
+           "verify_variant", "warmup"]

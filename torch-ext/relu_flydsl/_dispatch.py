@@ -15,12 +15,13 @@ torch and this package: the kernels are the shipped code objects (_objects.py).
 All mutable state lives in _state.STATE.
 """
 
+import os
 from typing import NamedTuple, Optional
 
 import torch
 
-from . import _canary, _hip, _launch, _objects
-from ._state import ENV_CANARY, ENV_DISABLE, ENV_RUNG, STATE, env_raw, quote
+from . import _canary, _hip, _inputs, _launch, _objects
+from ._state import _ENV_DATA, _ENV_KEYS, ENV_CANARY, ENV_DISABLE, ENV_RUNG, STATE
 from .flash_relu_rocm import plan
 from .flash_relu_rocm.registry import DTYPES, ELEMENT_BYTES, RUNGS, get_rung
 
@@ -82,12 +83,28 @@ def fallback_reason(x: torch.Tensor, out: torch.Tensor, info: Optional[DeviceInf
     if dtype is None:
         return f"dtype {str(x.dtype).removeprefix('torch.')}"
     if not (x.is_contiguous() and out.is_contiguous()):
-        return "non-contiguous"
+        # relu is elementwise: a dense layout in any dimension order (channels_last,
+        # a transpose) is one flat span, and out with exactly x's strides puts each
+        # result at its input's offset. Mixed strides keep the fallback.
+        if x.stride() != out.stride() or not dense(x):
+            return "non-contiguous"
     if x.is_neg() or out.is_neg() or x.is_conj() or out.is_conj():
         # A lazy negation/conjugation view (torch._neg_view, x.conj().imag):
         # its memory holds the other sign, so a raw-memory kernel would be wrong.
         return "neg/conj-bit view"
     return None
+
+
+def dense(t) -> bool:
+    """Non-overlapping and dense in some dimension order (what torch.empty_like
+    returns for such a tensor): its elements fill exactly numel slots from
+    data_ptr() on."""
+    expected = 1
+    for size, stride in sorted(((sz, st) for sz, st in zip(t.shape, t.stride()) if sz != 1), key=lambda p: p[1]):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 # ---- launch entries --------------------------------------------------------
@@ -227,6 +244,13 @@ _is_compiling = torch.compiler.is_compiling
 _transform_level = torch._C._functorch.maybe_current_level  # None outside torch.func transforms
 _dispatch_modes = torch._C._len_torch_dispatch_stack        # FakeTensorMode, make_fx, ...
 _launch_one = _launch.launch
+_fast_entries = STATE.fast  # one dict for the life of the process (cleared in place)
+if _ENV_DATA is not None:
+    _env_get = _ENV_DATA.get
+    _ENV_K0, _ENV_K1, _ENV_K2 = _ENV_KEYS
+else:  # not CPython's os.environ: plain lookups
+    _env_get = os.environ.get
+    _ENV_K0, _ENV_K1, _ENV_K2 = ENV_DISABLE, ENV_RUNG, ENV_CANARY
 
 
 def fast(x, out, rung) -> bool:
@@ -251,12 +275,14 @@ def fast(x, out, rung) -> bool:
             and out.is_contiguous()
             and not x.is_neg()  # a neg-bit view's memory holds -x (conj bits: complex, never served)
             and not out.is_neg()
+            and not out.is_inference()  # torch refuses writes to it outside inference mode
             and x.shape == out.shape
-            and x.device == out.device
+            and x.get_device() == out.get_device()  # device_info(x) below: x is on a ROCm device
         ):
             return False
         s = STATE
-        if env_raw() != s.env:  # kill switch / forced rung / canary changed: drops every entry
+        # kill switch / forced rung / canary changed: drops every entry (env_raw(), inlined)
+        if (_env_get(_ENV_K0), _env_get(_ENV_K1), _env_get(_ENV_K2)) != s.env:
             s.refresh()
         dev = device_info(x)
         if dev is None or dev.arch != SUPPORTED_ARCH:  # any gfx950 device (entries are per device)
@@ -264,11 +290,13 @@ def fast(x, out, rung) -> bool:
         numel = x.numel()
         xp = x.data_ptr()
         yp = out.data_ptr()
+        # Fast entries exist only for valid rungs, served dtypes, single launches,
+        # ready kernels, the kernel path enabled (settings changes clear them).
+        entry = _fast_entries.get((rung, dt, numel, xp & 15, yp & 15, dev.index))
     except RuntimeError:  # sparse, nested, batched or grad-tracking wrappers: no plain memory
         return False
-    # Fast entries exist only for valid rungs, served dtypes, single launches,
-    # ready kernels, the kernel path enabled (settings changes clear them).
-    entry = s.fast.get((rung, dt, numel, xp & 15, yp & 15, dev.index))
+    except TypeError:  # an unhashable rung: the general path says what rung accepts
+        return False
     if entry is None:
         return False
     nbytes = numel * entry.esize
@@ -295,9 +323,9 @@ def run(x: torch.Tensor, out: torch.Tensor, rung: Optional[str], info=_NO_INFO) 
     if reason is None and x.numel() == 0:
         reason = "empty tensor"
     if reason is None:
-        reason = _objects.unavailable()
+        reason = _objects.unavailable() or _hip.unavailable()
         if reason is not None:
-            STATE.warn_once("objects", reason)
+            STATE.warn_once(("unavailable", reason), reason)
     if reason is None:
         rung_name = rung or STATE.settings.default_rung  # current(): fallback_reason re-read it
         xp, yp = x.data_ptr(), out.data_ptr()
@@ -320,7 +348,7 @@ def _warmup_devices(devices):
     """The devices warmup() makes kernels ready on: as given, else the current
     HIP device; () where no HIP runtime is loaded (objects checked only)."""
     if devices is not None:
-        return (devices,) if isinstance(devices, int) else tuple(devices)
+        return devices
     if _hip.unavailable() is not None:
         return ()
     try:
@@ -329,23 +357,14 @@ def _warmup_devices(devices):
         return ()
 
 
-def _warmup_args(dtypes, rungs, vecs):
-    if isinstance(dtypes, (str, torch.dtype)):
-        dtypes = (dtypes,)
-    if isinstance(rungs, str):
-        rungs = (rungs,)
-    names = []
-    for dtype in dtypes:
-        name = _DTYPE_NAMES.get(dtype, dtype) if isinstance(dtype, (str, torch.dtype)) else None
-        if name not in DTYPES:
-            raise ValueError(f"warmup(): unsupported dtype {quote(dtype)}; the kernels serve {', '.join(DTYPES)}")
-        names.append(name)
-    rung_objects = []
-    for r in rungs or (STATE.current().default_rung,):
-        if not isinstance(r, str) or r not in RUNGS:
-            raise ValueError(f"warmup(): unknown rung {quote(r)}; choose one of {sorted(RUNGS)}")
-        rung_objects.append(RUNGS[r])
-    return names, rung_objects, vecs
+def _device_count() -> int:
+    """GPUs the HIP runtime in this process has (0 without one)."""
+    if _hip.unavailable() is not None:
+        return 0
+    try:
+        return _hip.device_count()
+    except RuntimeError:
+        return 0
 
 
 def warmup(dtypes=DTYPES, rungs=None, vecs=None, devices=None):
@@ -353,14 +372,17 @@ def warmup(dtypes=DTYPES, rungs=None, vecs=None, devices=None):
     start): each code object checked against its sha256, its module loaded on
     each device and, unless disabled, its first-use canary run there, so no
     module load and no canary happens later (e.g. inside a HIP graph capture).
-    dtypes: one or several names ("bfloat16") or torch dtypes; rungs: default
-    the serving rung; vecs=None takes each rung's widest vector, the one
-    dense, aligned tensors use; devices: device indices (default the current
-    HIP device; none without a HIP runtime: the objects are only checked).
-    Raises ValueError for an unknown dtype or rung, RuntimeError when the
+    dtypes: a name ("bfloat16") or torch dtype, or a list of them; rungs:
+    default the serving rung; vecs=None takes each rung's widest vector, the
+    one dense, aligned tensors use; devices: an index, torch.device("cuda", i)
+    or a list of them (default the current HIP device; none without a HIP
+    runtime: the objects are only checked). Raises TypeError/ValueError for a
+    bad argument (_inputs.warmup_args names what is accepted), RuntimeError when the
     code objects are missing. A kernel whose object is corrupt or which fails
     its canary warns and is not used. Returns the (rung, dtype, vec) ready."""
-    names, rung_objects, vecs = _warmup_args(dtypes, rungs, vecs)
+    names, rungs, vecs, devices = _inputs.warmup_args(
+        dtypes, rungs, vecs, devices, _device_count() if devices is not None else 0, _DTYPE_NAMES, RUNGS)
+    rung_objects = [RUNGS[r] for r in (rungs or (STATE.current().default_rung,))]
     missing = _objects.unavailable()
     if missing:
         raise RuntimeError(f"relu_flydsl: warmup(): {missing}")

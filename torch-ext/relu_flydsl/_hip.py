@@ -55,6 +55,7 @@ def _bind():
                 raise HipUnavailable(_missing)
             vp, i32, pvp = ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_void_p)
             for name, args in (("hipGetDevice", [ctypes.POINTER(i32)]), ("hipSetDevice", [i32]),
+                               ("hipGetDeviceCount", [ctypes.POINTER(i32)]),
                                ("hipModuleLoadData", [pvp, vp]), ("hipModuleUnload", [vp]),
                                ("hipModuleGetFunction", [pvp, vp, ctypes.c_char_p]),
                                ("hipGetLastError", [])):
@@ -102,6 +103,12 @@ def get_device() -> int:
     d = ctypes.c_int(-1)
     _check(lib().hipGetDevice(ctypes.byref(d)), "hipGetDevice")
     return d.value
+
+
+def device_count() -> int:
+    n = ctypes.c_int(0)
+    _check(lib().hipGetDeviceCount(ctypes.byref(n)), "hipGetDeviceCount")
+    return n.value
 
 
 def set_device(index: int) -> None:

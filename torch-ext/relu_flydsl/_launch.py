@@ -52,7 +52,7 @@ _streams = {}  # raw stream handle -> c_void_p (a handful per process)
 def stream_arg(stream: int):
     """The c_void_p for a raw stream handle (cached: a process uses few streams)."""
     s = _streams.get(stream)
-    if s is None:
+    if s is None:  # c_void_p(None) is falsy: the null stream takes this branch, cheaply
         if len(_streams) > 256:
             _streams.clear()
         s = _streams[stream] = ctypes.c_void_p(stream or None)
@@ -70,7 +70,8 @@ def launch(function, block: int, x_addr: int, y_addr: int, numel: int, grid: int
     on `stream`, the caller's device current. Returns the HIP error, 0 if none."""
     a = _args
     _pack_into(a.buffer, 0, x_addr, numel, y_addr, numel)
-    err = (_launch_kernel or _bind())(function, grid, 1, 1, block, 1, 1, 0, stream_arg(stream), a.params, None)
+    s = _streams.get(stream) or stream_arg(stream)
+    err = (_launch_kernel or _bind())(function, grid, 1, 1, block, 1, 1, 0, s, a.params, None)
     if err:
         _hip.clear_last_error()
     return err

@@ -12,13 +12,16 @@ hipModuleGetFunction, once per (kernel, device), with that device current.
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 from . import _hip
 from ._launch import KERNARG, KERNARG_LAYOUT
 from ._state import STATE
 
-OBJECTS_DIR = Path(__file__).resolve().parent / "code_objects"
+# abspath, not resolve(): in a Hub cache each file is a symlink into blobs/, and
+# code_objects/ sits beside the snapshot's __init__.py, not beside the blob.
+OBJECTS_DIR = Path(os.path.dirname(os.path.abspath(__file__))) / "code_objects"
 MANIFEST = "manifest.json"
 FORMAT = 1
 ARCH = "gfx950"

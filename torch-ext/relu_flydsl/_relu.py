@@ -27,25 +27,26 @@ from typing import Optional
 
 import torch
 
-from . import _dispatch
+from . import _dispatch, _inputs
 from ._dispatch import OVERLAP as _OVERLAP
 from ._ops import add_op_namespace_prefix
-from ._state import quote
+from ._state import STATE
 from .flash_relu_rocm.registry import RUNGS
 
 
-def _check(x, out, rung) -> None:
-    """Reject bad input before anything is written."""
+def _check(x, out, rung) -> bool:
+    """Reject bad input before anything is written. True when torch must
+    handle the call itself (_inputs.needs_torch: sparse, nested, quantized,
+    subclasses, torch.func transforms, dispatch modes, meta)."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"relu(): x must be a torch.Tensor, got {type(x).__name__}")
     if x.dtype == torch.bool or x.is_complex():
         raise TypeError(f"relu(): dtype {x.dtype} is not supported (torch.relu rejects it too)")
-    if rung is not None and (not isinstance(rung, str) or rung not in RUNGS):
-        if not isinstance(rung, str):
-            raise TypeError(f"relu(): rung must be a str or None, got {type(rung).__name__} {quote(rung)}")
-        raise ValueError(f"relu(): unknown rung {quote(rung)}; choose one of {sorted(RUNGS)}")
+    _inputs.check_rung(rung, RUNGS)
+    if not torch.compiler.is_compiling() and _inputs.needs_torch(x, out):
+        return True
     if out is None:
-        return
+        return False
     if not isinstance(out, torch.Tensor):
         raise TypeError(f"relu(): out must be a torch.Tensor or None, got {type(out).__name__}")
     if out.dtype != x.dtype:
@@ -68,19 +69,13 @@ def _check(x, out, rung) -> None:
             "relu(): out= does not support automatic differentiation; call relu(x) without out= "
             "or run under torch.no_grad()"
         )
+    return False
 
 
 def _is_dense(t) -> bool:
     """Non-overlapping and dense, in any dimension order (what
     torch.empty_like returns): its elements fill exactly numel slots."""
-    if t.is_contiguous():
-        return True
-    expected = 1
-    for size, stride in sorted(((sz, st) for sz, st in zip(t.shape, t.stride()) if sz != 1), key=lambda p: p[1]):
-        if stride != expected:
-            return False
-        expected *= size
-    return True
+    return t.is_contiguous() or _dispatch.dense(t)
 
 
 def _same_view(x, out) -> bool:
@@ -203,7 +198,9 @@ def relu(x: torch.Tensor, out: Optional[torch.Tensor] = None, *, rung: Optional[
     """
     if out is not None and _fast(x, out, rung):  # a ready kernel for this size, alignment, device
         return out
-    _check(x, out, rung)
+    if _check(x, out, rung):  # an input only torch can serve: torch's result or torch's error
+        STATE.record(("fallback", _inputs.why_torch(x, out) or "torch input"))
+        return _inputs.torch_relu(x, out)
     if _is_compiling():
         return _traced(x, out, rung)
     if out is None:

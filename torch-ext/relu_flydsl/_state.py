@@ -18,13 +18,13 @@ import os
 import threading
 import warnings
 
-from .flash_relu_rocm.registry import DEFAULT_RUNG, get_rung
+from ._inputs import short
+from .flash_relu_rocm.registry import DEFAULT_RUNG, RUNGS, get_rung
 
 ENV_DISABLE = "RELU_FLYDSL_DISABLE"  # "1": every call takes the torch fallback (operator kill switch)
 ENV_RUNG = "RELU_FLYDSL_RUNG"        # "v1".."v5": rung used when the call names none
 ENV_CANARY = "RELU_FLYDSL_CANARY"    # "0": no first-use canaries
 ENTRIES_MAX = 4096                   # bound memory for processes that see endless sizes
-_QUOTE = 80                          # characters of a bad value quoted in a message
 
 # The variables' raw values are compared on every call: CPython's os.environ
 # keeps them in `_data`, so that costs three dict lookups.
@@ -36,12 +36,6 @@ def env_raw():
     if _ENV_DATA is not None:
         return (_ENV_DATA.get(_ENV_KEYS[0]), _ENV_DATA.get(_ENV_KEYS[1]), _ENV_DATA.get(_ENV_KEYS[2]))
     return (os.environ.get(ENV_DISABLE), os.environ.get(ENV_RUNG), os.environ.get(ENV_CANARY))
-
-
-def quote(value) -> str:
-    """repr(value), at most ~80 characters."""
-    text = repr(value)
-    return text if len(text) <= _QUOTE else text[:_QUOTE - 3] + "..."
 
 
 class PathCounter:
@@ -96,7 +90,9 @@ class DispatchState:
         with self.lock:
             self.counters = {}
             self.entries = {}
-            self.fast = {}
+            if not hasattr(self, "fast"):
+                self.fast = {}  # cleared in place ever after: the fast path holds it
+            self.fast.clear()
             self.functions = {}
             self.modules = []
             self.verdicts = {}
@@ -116,7 +112,8 @@ class DispatchState:
             self.entries.clear()
             self.fast.clear()
             if s.bad_rung is not None:
-                self.warn_once(("env", s.bad_rung), f"ignoring {ENV_RUNG}={quote(s.bad_rung)}: unknown rung",
+                self.warn_once(("env", s.bad_rung), f"ignoring {ENV_RUNG}={short(s.bad_rung)}: unknown rung; choose one of "
+                           f"{', '.join(RUNGS)}",
                                fallback=False)
 
     def current(self) -> Settings:
