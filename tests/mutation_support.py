@@ -377,3 +377,168 @@ def run_scenarios(dev, pkg, mutant: Mutant, names, first_only=True) -> Result:
         if failing and first_only:
             break
     return Result(mutant, n, failing)
+
+
+# ---- anchors by meaning ----------------------------------------------------
+# An AST patch names a function by its qualified name ("Canary.__init__") and
+# the code to change by a snippet that is parsed and compared as a syntax tree
+# (positions ignored): reformatting, comments, or moving the line inside its
+# function do not retire the mutant. The snippet must match exactly once in
+# that function, and the function must exist, or the run fails.
+import ast  # noqa: E402
+import inspect  # noqa: E402
+import textwrap  # noqa: E402
+
+
+def _dump(node) -> str:
+    return ast.dump(node, annotate_fields=True, include_attributes=False)
+
+
+def _pattern(snippet: str):
+    """('expr', node) or ('stmts', [nodes]) for a source snippet."""
+    text = textwrap.dedent(snippet).strip("\n")
+    try:
+        return "expr", ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return "stmts", ast.parse(text).body
+
+
+def find_function(tree, qualname: str):
+    """The FunctionDef (or ClassDef/Assign for a named constant) at `qualname`."""
+    scope, node = tree.body, None
+    for part in qualname.split("."):
+        node = None
+        for n in scope:
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name == part:
+                node = n
+            elif isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == part for t in n.targets):
+                node = n
+        if node is None:
+            raise AssertionError(f"mutation target {qualname!r} not found (no {part!r}): update tests/mutation_support.py")
+        scope = getattr(node, "body", [])
+    return node
+
+
+def _matches(func, snippet: str):
+    """[(first node, last node)] of every place `snippet` occurs inside func."""
+    kind, pat = _pattern(snippet)
+    found = []
+    if kind == "expr":
+        want = _dump(pat)
+        found = [(n, n) for n in ast.walk(func) if isinstance(n, ast.expr) and _dump(n) == want]
+    else:
+        want = [_dump(p) for p in pat]
+        for n in ast.walk(func):
+            for field in ("body", "orelse", "finalbody"):
+                body = getattr(n, field, None)
+                if not isinstance(body, list) or not body or not isinstance(body[0], ast.stmt):
+                    continue
+                dumps = [_dump(s) for s in body]
+                for i in range(len(body) - len(want) + 1):
+                    if dumps[i:i + len(want)] == want:
+                        found.append((body[i], body[i + len(want) - 1]))
+    return found
+
+
+def _offset(lines, lineno, col):
+    return sum(len(l) for l in lines[:lineno - 1]) + len(lines[lineno - 1][:col].encode()[:col].decode(errors="ignore"))
+
+
+def ast_patch(text: str, qualname: str, old: str, new: str, where: str = "") -> str:
+    """`text` with the one occurrence of `old` inside `qualname` replaced by `new`
+    (a statement replacement is re-indented to the statement's column)."""
+    tree = ast.parse(text)
+    func = find_function(tree, qualname)
+    found = _matches(func, old)
+    if len(found) != 1:
+        raise AssertionError(f"mutation patch for {where or qualname} matches {len(found)} times in {qualname} "
+                             f"(expected exactly 1): {old!r}; update tests/mutation_support.py")
+    first, last = found[0]
+    lines = text.splitlines(keepends=True)
+    start = _offset(lines, first.lineno, first.col_offset)
+    end = _offset(lines, last.end_lineno, last.end_col_offset)
+    if isinstance(first, ast.stmt):
+        indent = " " * first.col_offset
+        body = textwrap.dedent(new).strip("\n") or "pass"
+        new = ("\n" + indent).join(body.splitlines())
+    changed = text[:start] + new + text[end:]
+    ast.parse(changed)  # the mutant is still Python
+    assert changed != text
+    return changed
+
+
+def apply_patch(path: Path, patch):
+    """A patch is (file, old text, new text) (text anchor) or
+    (file, qualname, old snippet, new snippet) (AST anchor)."""
+    if len(patch) == 3:
+        _replace_once(path, patch[1], patch[2])
+    else:
+        path.write_text(ast_patch(path.read_text(), patch[1], patch[2], patch[3], where=path.name))
+
+
+# ---- check mutants: weakened checks, run in this process --------------------
+@dataclass(frozen=True)
+class CheckMutant:
+    """A named function of the tree (package, tools, benchmarks) replaced in
+    every loaded module that holds it by its mutated copy, then one real test
+    of the suite run against it: that test must fail."""
+    name: str
+    post: str
+    file: str        # relative to the repository root
+    qualname: str    # "function" or "Class.method", or a module constant
+    old: str
+    new: str
+    kill: tuple      # (test module, test function, {parameter: value})
+
+
+def _modules_of(path: Path):
+    path = path.resolve()
+    mods = []
+    for m in list(sys.modules.values()):
+        f = getattr(m, "__file__", None)
+        if f and f.endswith(".py") and Path(f).resolve() == path:
+            mods.append(m)
+    return mods
+
+
+def apply_live(cm: CheckMutant, setattr_) -> int:
+    """Replace cm's target in every loaded module of its file (and every other
+    module's reference to it) through `setattr_` (monkeypatch.setattr).
+    Returns how many objects were replaced; 0 fails."""
+    path = ROOT / cm.file
+    text = path.read_text()
+    changed = ast_patch(text, cm.qualname, cm.old, cm.new, where=cm.file)
+    target = find_function(ast.parse(changed), cm.qualname)
+    first = min([target.lineno] + [d.lineno for d in getattr(target, "decorator_list", [])])
+    lines = changed.splitlines(keepends=True)
+    src = textwrap.dedent("".join(lines[first - 1:target.end_lineno]))
+    code = compile("\n" * (first - 1) + src, str(path), "exec")
+    parts = cm.qualname.split(".")
+    mods = _modules_of(path)
+    assert mods, f"{cm.file} is not imported: the kill test's module must import it"
+    replaced = 0
+    for mod in mods:
+        ns = {}
+        exec(code, mod.__dict__, ns)
+        value = ns[parts[-1]]
+        owner = mod
+        for p in parts[:-1]:
+            owner = getattr(owner, p)
+        old_value = getattr(owner, parts[-1])
+        setattr_(owner, parts[-1], value)
+        replaced += 1
+        if len(parts) == 1:  # `from x import f` copies elsewhere
+            for other in list(sys.modules.values()):
+                d = getattr(other, "__dict__", None)
+                if other is mod or not isinstance(d, dict):
+                    continue
+                for k, v in list(d.items()):
+                    if v is old_value and callable(v):
+                        setattr_(other, k, value)
+    return replaced
+
+
+def kill_test(cm: CheckMutant):
+    module, name, params = cm.kill
+    fn = getattr(importlib.import_module(module), name)
+    return fn, params, [p for p in inspect.signature(fn).parameters if p not in params]
