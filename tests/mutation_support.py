@@ -441,7 +441,7 @@ def _matches(func, snippet: str):
 
 
 def _offset(lines, lineno, col):
-    return sum(len(l) for l in lines[:lineno - 1]) + len(lines[lineno - 1][:col].encode()[:col].decode(errors="ignore"))
+    return sum(len(l) for l in lines[:lineno - 1]) + len(lines[lineno - 1].encode()[:col].decode())
 
 
 def ast_patch(text: str, qualname: str, old: str, new: str, where: str = "") -> str:
@@ -540,5 +540,117 @@ def apply_live(cm: CheckMutant, setattr_) -> int:
 
 def kill_test(cm: CheckMutant):
     module, name, params = cm.kill
-    fn = getattr(importlib.import_module(module), name)
+    mod = importlib.import_module(module)
+    fn = getattr(mod, name)
+    # "@expr": a value of the test module (a parametrize value there)
+    params = {k: eval(v[1:], mod.__dict__) if isinstance(v, str) and v.startswith("@") else v for k, v in params.items()}
     return fn, params, [p for p in inspect.signature(fn).parameters if p not in params]
+
+
+_C, _H, _R = "torch-ext/relu_flydsl/_canary.py", "torch-ext/relu_flydsl/_hip.py", "torch-ext/relu_flydsl/_relu.py"
+_DD, _REL, _B = "torch-ext/relu_flydsl/_dispatch.py", "tools/release.py", "flash_relu_rocm/build.py"
+_CK, _G, _BM, _RS = "benchmarks/ladder/checks.py", "benchmarks/ladder/gpu.py", "benchmarks/benchmark.py", "benchmarks/relu_semantics.py"
+_CHK = "test_check_mutants"
+CHECK_MUTANTS = (
+    # the canary: its input, its planner check, its guards, its expected bits
+    CheckMutant("canary-specials-head-only", "canary: the special values not repeated in the partial tail",
+                _C, "input_bits", "bits[n - diagonal.numel():] = diagonal", "",
+                ("test_canary", "test_every_special_value_sits_at_every_lane_position", {})),
+    CheckMutant("canary-specials-one-lane", "canary: special value k at element k only (not every lane position)",
+                _C, "input_bits", "special[(i // vec + i % vec) % k]", "special[i % k]",
+                ("test_canary", "test_every_special_value_sits_at_every_lane_position", {})),
+    CheckMutant("canary-specials-part-of-buffer", "canary: the special values fill only the first vector",
+                _C, "input_bits", "torch.arange(min(n, k * vec))", "torch.arange(min(n, vec))",
+                ("test_canary", "test_every_special_value_sits_at_every_lane_position", {})),
+    CheckMutant("canary-plans-aligned-only", "canary: the planner check skips misaligned pointers",
+                _C, "check_plans", "(0, esize)", "(0,)",
+                (_CHK, "test_canary_plan_check_sees_misaligned_pointers", {})),
+    CheckMutant("canary-guards-fixed", "canary: guards of 256 bytes, smaller than a tile",
+                _C, "Canary.__init__", "guard = max(GUARD, -(-tile_bytes // GUARD) * GUARD)", "guard = GUARD",
+                (_CHK, "test_canary_guards_are_at_least_a_tile", {})),
+    CheckMutant("canary-expect-inf-is-nan", "canary expected bits: -inf read as a NaN (kept)",
+                _C, "expected_bits", "mag > d.exp_all_ones", "mag >= d.exp_all_ones",
+                ("test_canary", "test_canary_input_and_bit_rule", {"dtype": "@torch.float32"})),
+    CheckMutant("canary-expect-negative-zero", "canary expected bits: -0.0 turned into +0.0",
+                _C, "expected_bits", "(bits < 0) & (mag != 0) & ~is_nan", "(bits < 0) & ~is_nan",
+                ("test_canary", "test_canary_input_and_bit_rule", {"dtype": "@torch.bfloat16"})),
+    CheckMutant("canary-expect-integers-as-floats", "canary expected bits: integers judged by the float rule",
+                _C, "expected_bits", "not d.floating", "False",
+                ("test_canary", "test_expected_bits_for_integer_dtypes", {})),
+    # capture states, canary on and off, loaded and not-yet-loaded modules
+    CheckMutant("capture-invalidated-as-none", "capture: an invalidated capture read as not capturing",
+                _DD, "_capturing", "_hip.capture_status(stream) != _hip.CAPTURE_NONE",
+                "_hip.capture_status(stream) == _hip.CAPTURE_ACTIVE",
+                (_CHK, "test_first_call_on_an_invalidated_capture_falls_back", {})),
+    CheckMutant("capture-query-error-as-none", "capture: a failing hipStreamIsCapturing read as not capturing",
+                _H, "capture_status", "if err:\n    clear_last_error()\n    return CAPTURE_ACTIVE",
+                "if err:\n    clear_last_error()\n    return CAPTURE_NONE",
+                (_CHK, "test_a_failing_capture_query_counts_as_capturing", {})),
+    CheckMutant("capture-unchecked-canary-off", "capture: with the canary off, modules load inside a capture",
+                _DD, "_ready", "_capturing(info.stream)", "canary and _capturing(info.stream)",
+                ("test_graphs", "test_first_call_inside_capture_falls_back", {"canary": "0"})),
+    CheckMutant("capture-unchecked-canary-on", "capture: with the canary on, the canary runs inside a capture",
+                _DD, "_ready", "_capturing(info.stream)", "not canary and _capturing(info.stream)",
+                ("test_graphs", "test_first_call_inside_capture_falls_back", {"canary": "1"})),
+    CheckMutant("loaded-module-skips-canary", "canary turned on: a module loaded with it off is served unverified",
+                _DD, "_ready", "if function is not None and not canary:\n    return function, None",
+                "if function is not None:\n    return function, None",
+                (_CHK, "test_loaded_module_is_verified_before_a_capture_uses_it", {})),
+    # streams: the tensor's device's current stream
+    CheckMutant("stream-of-current-device", "launch stream: the current device's, not the tensor's device's",
+                _DD, "device_info", "_current_stream(index)", "_current_stream(torch.cuda.current_device())",
+                (_CHK, "test_device_info_takes_the_tensors_devices_stream", {})),
+    # in place: same address and same strides
+    CheckMutant("same-view-address-only", "in place: out at x's address with other strides taken as out=x",
+                _R, "_same_view", "out.data_ptr() == x.data_ptr() and out.stride() == x.stride()",
+                "out.data_ptr() == x.data_ptr()",
+                (_CHK, "test_out_at_xs_address_with_other_strides_is_not_in_place", {})),
+    # the release tool's breaking-change check; the build's staleness check
+    CheckMutant("release-surface-dropped", "release: dtypes not compared",
+                _REL, "SURFACES", '(("all", "public symbols"), ("dtypes", "dtypes"), ("rungs", "rungs"))',
+                '(("all", "public symbols"), ("rungs", "rungs"))',
+                ("test_release_tool", "test_each_removal_alone_is_a_breaking_change", {"surface": "dtypes"})),
+    CheckMutant("release-removals-ignored", "release: removals not counted as changes",
+                _REL, "check_versioning", "if removed:\n    changes.append(f'removed {what} {removed}')", "",
+                ("test_release_tool", "test_each_removal_alone_is_a_breaking_change", {"surface": "all"})),
+    CheckMutant("release-missing-surface-unchecked", "release: a record without a surface compared as no change",
+                _REL, "surface_changes", "set(previous[key])", "set(previous.get(key, ()))",
+                ("test_release_tool", "test_a_release_record_without_a_surface_cannot_be_compared", {})),
+    CheckMutant("stale-sha256-skipped", "build: stale() does not check the objects' sha256",
+                _B, "stale", "if hashlib.sha256(data).hexdigest() != entry.get('sha256'):\n"
+                "    return f'{key}: {path.name} does not match its sha256 in the manifest'", "",
+                ("test_code_objects", "test_damaged_objects_are_stale", {"damage": "flip"})),
+    # the benchmarks: each workload proves its own calls took the kernel path
+    CheckMutant("window-cumulative", "ladder: the timed window's path read from cumulative stats",
+                _CK, "window_failures", "delta = stats_delta(stats_before, stats_after)", "delta = dict(stats_after)",
+                ("test_ladder", "test_window_failures_read_this_windows_calls_only", {})),
+    CheckMutant("window-ignores-strays", "ladder: calls outside the expected keys ignored",
+                _CK, "window_failures", "stray = {k: v for k, v in delta.items() if k not in keys}", "stray = {}",
+                ("test_ladder", "test_window_failures_read_this_windows_calls_only", {})),
+    CheckMutant("gpu-mode-no-window-check", "ladder: GPU mode does not check the timed window",
+                _G, "time_case", "case_failed.update(checks.window_failures(stats_before, stats_after, expected))",
+                "pass", ("test_ladder", "test_gpu_mode_refuses_a_rung_whose_timed_calls_fell_back", {})),
+    CheckMutant("check-cumulative", "ladder: kernel_path_ran reads cumulative stats",
+                _CK, "kernel_path_ran", "delta = stats_delta(stats_before, stats_after)", "delta = dict(stats_after)",
+                ("test_benchmarks", "test_flydsl_path_ran", {})),
+    CheckMutant("workload-cumulative", "benchmark.py: a workload's path read from cumulative stats",
+                _BM, "require_flydsl_path", "ran = {k: n - before.get(k, 0) for k, n in after.items() if n > before.get(k, 0)}",
+                "ran = dict(after)",
+                ("test_benchmarks", "test_workload_check_reads_its_own_calls_not_cumulative_stats", {})),
+    # the torch-baseline value check
+    CheckMutant("value-ignores-zeros", "relu_semantics: elements where either side is zero not compared",
+                _RS, "value_failures", "both = ~xn & ~on", "both = ~xn & ~on & (out != 0) & (bit_rule(x) != 0)",
+                ("test_ladder", "test_value_check_refuses_wrong_baselines", {"bad": "@_zeros", "expect": "values differ", "dtype": "float32"})),
+    CheckMutant("value-magnitudes", "relu_semantics: magnitudes compared (sign flips accepted)",
+                _RS, "value_failures", "out[both] != bit_rule(x)[both]", "out[both].abs() != bit_rule(x)[both].abs()",
+                ("test_ladder", "test_value_check_refuses_wrong_baselines", {"bad": "@_sign_flip", "expect": "values differ", "dtype": "float32"})),
+    CheckMutant("value-abs-ok", "relu_semantics: a baseline computing |x| accepted",
+                _RS, "value_failures", "out[both] != bit_rule(x)[both]",
+                "(out[both] != bit_rule(x)[both]) & (out[both] != x[both].abs())",
+                ("test_ladder", "test_value_check_refuses_wrong_baselines", {"bad": "@_abs", "expect": "values differ", "dtype": "float32"})),
+    CheckMutant("value-nan-dropped-ok", "relu_semantics: NaNs turned into numbers accepted",
+                _RS, "value_failures", "lost = int((xn & ~on).sum())", "lost = 0",
+                ("test_ladder", "test_value_check_refuses_wrong_baselines", {"bad": "@_nan_dropped", "expect": "did not give NaN", "dtype": "float32"})),
+)
+CHECK_BY_NAME = {m.name: m for m in CHECK_MUTANTS}
+assert len(CHECK_BY_NAME) == len(CHECK_MUTANTS) and not set(CHECK_BY_NAME) & set(BY_NAME), "mutant names must be unique"
