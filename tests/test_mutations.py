@@ -138,3 +138,12 @@ def test_check_mutant_kill_test_passes_unmutated(request, monkeypatch, name):
     cm = M.CHECK_BY_NAME[name]
     failed, said = _run_check_mutant(cm, request, monkeypatch, mutate=False)
     assert not failed, f"{cm.kill[0]}::{cm.kill[1]} fails without the mutation: {said}"
+
+
+def test_check_mutants_summary():
+    """Runs after the per-mutant items (file order): the count in the summary."""
+    missed = [m.name for m in M.CHECK_MUTANTS if not _check_results.get(m.name)]
+    line = (f"check mutants: {len(M.CHECK_MUTANTS) - len(missed)}/{len(M.CHECK_MUTANTS)} caught, each by one real test"
+            + (f"; NOT caught or not run: {', '.join(missed)}" if missed else ""))
+    S.SUMMARY_LINES.append(line)
+    assert not missed, line
