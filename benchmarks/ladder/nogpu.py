@@ -249,7 +249,7 @@ def nogpu_main(args, why):
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     doc = {"mode": "nogpu", "device_bandwidth_measured": False, "why_no_gpu": why, "environment": environment(),
-           "command": " ".join([Path(sys.executable).name] + sys.argv),
+           "command": " ".join([".venv/bin/python -m benchmarks.ladder"] + sys.argv[1:]),  # as typed in the repo root
            "sections": [asdict(s) for s in sections]}
     (out / "nogpu.json").write_text(json.dumps(doc, indent=2) + "\n")
     print(f"wrote {out}/nogpu.json ({time.perf_counter() - t0:.0f} s). Device bandwidth was not measured.")
