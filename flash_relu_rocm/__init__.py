@@ -2,7 +2,7 @@
 
 - `registry`: the rungs v1..v5 and their properties (no flydsl import)
 - `plan`: vector width, exact grid and launch splitting (pure Python)
-- `cache`: one compiled kernel per (rung, dtype, vec, block, unroll)
+- `cache`: development only: one JIT-compiled kernel per (rung, dtype, vec, device)
 - `v1_naive` .. `v5_nontemporal`: one file per rung, each showing one idea
 """
 

@@ -21,9 +21,10 @@ class Rung:
     vectorized: bool   # moves up to 128 bits per thread and instruction
     buffer: bool       # buffer descriptors: hardware bounds check, one launch < 4 GiB
     nt_store: bool     # non-temporal store
-    # Vectors per thread: 1 in every shipped rung (the unroll sweep of "Beating
-    # torch.relu with FlyDSL: A Hands-On Guide to Bandwidth-Bound Kernels"
-    # rejected unrolling). Only v3's builder takes more (v3_tuned.unrolled(n)).
+    # Vectors per thread: 1 in every rung, and the planner, canary and builds
+    # assume 1 (the unroll sweep of "Beating torch.relu with FlyDSL: A Hands-On
+    # Guide to Bandwidth-Bound Kernels" rejected unrolling). Only v3's builder
+    # takes more: v3_tuned.unrolled(n) gives that variant to its tests.
     unroll: int = 1
 
     def max_vec(self, dtype: str) -> int:

@@ -53,8 +53,9 @@ def build(dtype: str, vec: int, block: int = 128, unroll: int = 1):
 
 def unrolled(unroll: int):
     """The registry's v3 with `unroll` vectors per thread (what the sweep
-    rejected): a Rung that plans tiles of block * vec * unroll and builds
-    this file's unrolled kernel."""
+    rejected): a Rung that builds this file's unrolled kernel. plan.plan
+    assumes one vector per thread, so its caller launches
+    ceil(numel / (block * vec * unroll)) blocks itself."""
     import dataclasses
 
     from .registry import RUNGS
