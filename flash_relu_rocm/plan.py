@@ -1,7 +1,8 @@
 """Launch planning: pure Python, no flydsl, no device.
 
 Rules (each one exists because breaking it corrupted memory or values in the
-reference post or in our own emulation):
+reference post, "Beating torch.relu with FlyDSL: A Hands-On Guide to Bandwidth-Bound Kernels",
+or in our own emulation):
 - the vector width divides numel, so no vector straddles the end of a buffer
   (a predicate bit covers a whole vector; the hardware drops a straddling
   buffer access whole);

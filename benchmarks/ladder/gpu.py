@@ -1,8 +1,8 @@
 """The gpu and baseline modes: correctness first, then timing, then the report.
 
 gpu (a gfx950 device): every asked rung and torch (`torch.clamp(x, min=0, out=out)`, as in
-the reference post). baseline (any GPU torch sees, CUDA or ROCm): torch alone, no FlyDSL,
-no `kernels`. A rung that fails a check gets no bandwidth number; exit status 1 then.
+the reference post, "Beating torch.relu with FlyDSL: A Hands-On Guide to Bandwidth-Bound Kernels").
+baseline (any GPU torch sees, CUDA or ROCm): torch alone, no FlyDSL, no `kernels`. A rung that fails a check gets no bandwidth number; exit status 1 then.
 """
 
 import json
