@@ -5,9 +5,9 @@ from dataclasses import dataclass
 import importlib
 
 from .dtypes import ALL_DTYPES, ALL_ELEMENT_BYTES, DTYPES  # the one dtype table (dtypes.py)
-# Re-exported for the planner, the runtime and the tests, which read the served
-# dtypes' sizes beside the rungs (registry.ELEMENT_BYTES).
-from .dtypes import ELEMENT_BYTES  # noqa: F401
+# Re-exported (the `as` form marks it so) for the planner, the runtime and the
+# tests, which read the served dtypes' sizes beside the rungs.
+from .dtypes import ELEMENT_BYTES as ELEMENT_BYTES
 
 VECTOR_BYTES = 16  # one 128-bit copy atom per thread
 

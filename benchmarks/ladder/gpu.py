@@ -143,7 +143,9 @@ def time_case(case, mod, impls, failed, args, peak, bar):
     for r in rows:
         if r["impl"] == TORCH and r["gbps"] is not None:
             r["crosscheck"] = timing.crosscheck(calls[TORCH], r["median_us"] / 1e6, case.traffic)
-    del bufs, calls, x0
+    bufs.clear()  # free this case's tensors before the next case allocates
+    calls.clear()  # (emptied, not deleted: the timing lambda above still refers to it)
+    del x0
     if DEVICE != "cpu":
         torch.cuda.empty_cache()
     return rows
