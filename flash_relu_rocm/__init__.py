@@ -2,7 +2,9 @@
 
 - `registry`: the rungs v1..v5 and their properties (no flydsl import)
 - `plan`: vector width, exact grid and launch splitting (pure Python)
-- `cache`: development only: one JIT-compiled kernel per (rung, dtype, vec, device)
+- `build`: the gfx950 code objects the package ships (build time only)
+- `cache`: development only (the serve path never imports it): one JIT-compiled kernel
+  per rung, dtype, vector width and device, for tools and tests
 - `v1_naive` .. `v5_nontemporal`: one file per rung, each showing one idea
 """
 

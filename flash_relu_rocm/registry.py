@@ -21,15 +21,20 @@ class Rung:
     vectorized: bool   # moves up to 128 bits per thread and instruction
     buffer: bool       # buffer descriptors: hardware bounds check, one launch < 4 GiB
     nt_store: bool     # non-temporal store
-    # Vectors per thread: 1 in every rung, and the planner, canary and builds
-    # assume 1 (the unroll sweep of "Beating torch.relu with FlyDSL: A Hands-On
-    # Guide to Bandwidth-Bound Kernels" rejected unrolling). Only v3's builder
-    # takes more: v3_tuned.unrolled(n) gives that variant to its tests.
+    # Vectors per thread: 1 in every rung (the unroll sweep of "Beating
+    # torch.relu with FlyDSL: A Hands-On Guide to Bandwidth-Bound Kernels"
+    # rejected unrolling); the planner, canary and ISA check read only tile().
+    # Only v3's builder takes more: v3_tuned.unrolled(n) gives that variant to its tests.
     unroll: int = 1
 
     def max_vec(self, dtype: str) -> int:
         """Widest vector in elements this rung may use for `dtype`."""
         return VECTOR_BYTES // ALL_ELEMENT_BYTES[dtype] if self.vectorized else 1
+
+    def tile(self, vec: int) -> int:
+        """Elements one block moves at vector width `vec` (block * vec, times
+        the unroll of v3's swept variant): what the planner's grid divides by."""
+        return self.block * vec * self.unroll
 
     def build(self, dtype: str, vec: int):
         """The `@flyc.jit` launcher for (dtype, vec); imports flydsl. Takes

@@ -377,3 +377,276 @@ def run_scenarios(dev, pkg, mutant: Mutant, names, first_only=True) -> Result:
         if failing and first_only:
             break
     return Result(mutant, n, failing)
+
+
+# ---- anchors by meaning ----------------------------------------------------
+# An AST patch names a function by its qualified name ("Canary.__init__") and
+# the code to change by a snippet that is parsed and compared as a syntax tree
+# (positions ignored): reformatting, comments, or moving the line inside its
+# function do not retire the mutant. The snippet must match exactly once in
+# that function, and the function must exist, or the run fails.
+import ast  # noqa: E402
+import inspect  # noqa: E402
+import textwrap  # noqa: E402
+
+
+def _dump(node) -> str:
+    return ast.dump(node, annotate_fields=True, include_attributes=False)
+
+
+def _pattern(snippet: str):
+    """('expr', node) or ('stmts', [nodes]) for a source snippet."""
+    text = textwrap.dedent(snippet).strip("\n")
+    try:
+        return "expr", ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return "stmts", ast.parse(text).body
+
+
+def find_function(tree, qualname: str):
+    """The FunctionDef (or ClassDef/Assign for a named constant) at `qualname`."""
+    scope, node = tree.body, None
+    for part in qualname.split("."):
+        node = None
+        for n in scope:
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name == part:
+                node = n
+            elif isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == part for t in n.targets):
+                node = n
+        if node is None:
+            raise AssertionError(f"mutation target {qualname!r} not found (no {part!r}): update tests/mutation_support.py")
+        scope = getattr(node, "body", [])
+    return node
+
+
+def _matches(func, snippet: str):
+    """[(first node, last node)] of every place `snippet` occurs inside func."""
+    kind, pat = _pattern(snippet)
+    found = []
+    if kind == "expr":
+        want = _dump(pat)
+        found = [(n, n) for n in ast.walk(func) if isinstance(n, ast.expr) and _dump(n) == want]
+    else:
+        want = [_dump(p) for p in pat]
+        for n in ast.walk(func):
+            for field in ("body", "orelse", "finalbody"):
+                body = getattr(n, field, None)
+                if not isinstance(body, list) or not body or not isinstance(body[0], ast.stmt):
+                    continue
+                dumps = [_dump(s) for s in body]
+                for i in range(len(body) - len(want) + 1):
+                    if dumps[i:i + len(want)] == want:
+                        found.append((body[i], body[i + len(want) - 1]))
+    return found
+
+
+def _offset(lines, lineno, col):
+    return sum(len(l) for l in lines[:lineno - 1]) + len(lines[lineno - 1].encode()[:col].decode())
+
+
+def ast_patch(text: str, qualname: str, old: str, new: str, where: str = "") -> str:
+    """`text` with the one occurrence of `old` inside `qualname` replaced by `new`
+    (a statement replacement is re-indented to the statement's column)."""
+    tree = ast.parse(text)
+    func = find_function(tree, qualname)
+    found = _matches(func, old)
+    if len(found) != 1:
+        raise AssertionError(f"mutation patch for {where or qualname} matches {len(found)} times in {qualname} "
+                             f"(expected exactly 1): {old!r}; update tests/mutation_support.py")
+    first, last = found[0]
+    lines = text.splitlines(keepends=True)
+    start = _offset(lines, first.lineno, first.col_offset)
+    end = _offset(lines, last.end_lineno, last.end_col_offset)
+    if isinstance(first, ast.stmt):
+        indent = " " * first.col_offset
+        body = textwrap.dedent(new).strip("\n") or "pass"
+        new = ("\n" + indent).join(body.splitlines())
+    changed = text[:start] + new + text[end:]
+    ast.parse(changed)  # the mutant is still Python
+    assert changed != text
+    return changed
+
+
+def apply_patch(path: Path, patch):
+    """A patch is (file, old text, new text) (text anchor) or
+    (file, qualname, old snippet, new snippet) (AST anchor)."""
+    if len(patch) == 3:
+        _replace_once(path, patch[1], patch[2])
+    else:
+        path.write_text(ast_patch(path.read_text(), patch[1], patch[2], patch[3], where=path.name))
+
+
+# ---- check mutants: weakened checks, run in this process --------------------
+@dataclass(frozen=True)
+class CheckMutant:
+    """A named function of the tree (package, tools, benchmarks) replaced in
+    every loaded module that holds it by its mutated copy, then one real test
+    of the suite run against it: that test must fail."""
+    name: str
+    post: str
+    file: str        # relative to the repository root
+    qualname: str    # "function" or "Class.method", or a module constant
+    old: str
+    new: str
+    kill: tuple      # (test module, test function, {parameter: value})
+
+
+def _modules_of(path: Path):
+    path = path.resolve()
+    mods = []
+    for m in list(sys.modules.values()):
+        f = getattr(m, "__file__", None)
+        if f and f.endswith(".py") and Path(f).resolve() == path:
+            mods.append(m)
+    return mods
+
+
+def apply_live(cm: CheckMutant, setattr_) -> int:
+    """Replace cm's target in every loaded module of its file (and every other
+    module's reference to it) through `setattr_` (monkeypatch.setattr).
+    Returns how many objects were replaced; 0 fails."""
+    path = ROOT / cm.file
+    text = path.read_text()
+    changed = ast_patch(text, cm.qualname, cm.old, cm.new, where=cm.file)
+    target = find_function(ast.parse(changed), cm.qualname)
+    first = min([target.lineno] + [d.lineno for d in getattr(target, "decorator_list", [])])
+    lines = changed.splitlines(keepends=True)
+    src = textwrap.dedent("".join(lines[first - 1:target.end_lineno]))
+    code = compile("\n" * (first - 1) + src, str(path), "exec")
+    parts = cm.qualname.split(".")
+    mods = _modules_of(path)
+    assert mods, f"{cm.file} is not imported: the kill test's module must import it"
+    replaced = 0
+    for mod in mods:
+        ns = {}
+        exec(code, mod.__dict__, ns)
+        value = ns[parts[-1]]
+        owner = mod
+        for p in parts[:-1]:
+            owner = getattr(owner, p)
+        old_value = getattr(owner, parts[-1])
+        setattr_(owner, parts[-1], value)
+        replaced += 1
+        if len(parts) == 1:  # `from x import f` copies elsewhere
+            for other in list(sys.modules.values()):
+                d = getattr(other, "__dict__", None)
+                if other is mod or not isinstance(d, dict):
+                    continue
+                for k, v in list(d.items()):
+                    if v is old_value and callable(v):
+                        setattr_(other, k, value)
+    return replaced
+
+
+def kill_test(cm: CheckMutant):
+    module, name, params = cm.kill
+    mod = importlib.import_module(module)
+    fn = getattr(mod, name)
+    # "@expr": a value of the test module (a parametrize value there)
+    params = {k: eval(v[1:], mod.__dict__) if isinstance(v, str) and v.startswith("@") else v for k, v in params.items()}
+    return fn, params, [p for p in inspect.signature(fn).parameters if p not in params]
+
+
+_C, _H, _R = "torch-ext/relu_flydsl/_canary.py", "torch-ext/relu_flydsl/_hip.py", "torch-ext/relu_flydsl/_relu.py"
+_DD, _REL, _B = "torch-ext/relu_flydsl/_dispatch.py", "tools/release.py", "flash_relu_rocm/build.py"
+_CK, _G, _BM, _RS = "benchmarks/ladder/checks.py", "benchmarks/ladder/gpu.py", "benchmarks/benchmark.py", "benchmarks/relu_semantics.py"
+_CHK = "test_check_mutants"
+CHECK_MUTANTS = (
+    # the canary: its input, its planner check, its guards, its expected bits
+    CheckMutant("canary-specials-head-only", "canary: the special values not repeated in the partial tail",
+                _C, "input_bits", "bits[n - diagonal.numel():] = diagonal", "",
+                ("test_canary", "test_every_special_value_sits_at_every_lane_position", {})),
+    CheckMutant("canary-specials-one-lane", "canary: the specials visit lane positions 0 and 1 only",
+                _C, "input_bits", "special[(i // vec + i % vec) % k]", "special[(i // vec + i % 2) % k]",
+                ("test_canary", "test_every_special_value_sits_at_every_lane_position", {})),
+    CheckMutant("canary-specials-part-of-buffer", "canary: the special values fill only the first vector",
+                _C, "input_bits", "torch.arange(min(n, k * vec))", "torch.arange(min(n, vec))",
+                ("test_canary", "test_every_special_value_sits_at_every_lane_position", {})),
+    CheckMutant("canary-plans-aligned-only", "canary: the planner check skips misaligned pointers",
+                _C, "check_plans", "(0, esize)", "(0,)",
+                (_CHK, "test_canary_plan_check_sees_misaligned_pointers", {})),
+    CheckMutant("canary-guards-fixed", "canary: guards of 256 bytes, smaller than a tile",
+                _C, "Canary.__init__", "guard = max(GUARD, -(-tile_bytes // GUARD) * GUARD)", "guard = GUARD",
+                (_CHK, "test_canary_guards_are_at_least_a_tile", {})),
+    CheckMutant("canary-expect-inf-is-nan", "canary expected bits: -inf read as a NaN (kept)",
+                _C, "expected_bits", "mag > d.exp_all_ones", "mag >= d.exp_all_ones",
+                ("test_canary", "test_canary_input_and_bit_rule", {"dtype": "@torch.float32"})),
+    CheckMutant("canary-expect-negative-zero", "canary expected bits: -0.0 turned into +0.0",
+                _C, "expected_bits", "(bits < 0) & (mag != 0) & ~is_nan", "(bits < 0) & ~is_nan",
+                ("test_canary", "test_canary_input_and_bit_rule", {"dtype": "@torch.bfloat16"})),
+    CheckMutant("canary-expect-integers-as-floats", "canary expected bits: integers judged by the float rule",
+                _C, "expected_bits", "not d.floating", "False",
+                ("test_canary", "test_expected_bits_for_integer_dtypes", {})),
+    # capture states, canary on and off, loaded and not-yet-loaded modules
+    CheckMutant("capture-invalidated-as-none", "capture: an invalidated capture read as not capturing",
+                _DD, "_capturing", "_hip.capture_status(stream) != _hip.CAPTURE_NONE",
+                "_hip.capture_status(stream) == _hip.CAPTURE_ACTIVE",
+                (_CHK, "test_first_call_on_an_invalidated_capture_falls_back", {})),
+    CheckMutant("capture-query-error-as-none", "capture: a failing hipStreamIsCapturing read as not capturing",
+                _H, "capture_status", "if err:\n    clear_last_error()\n    return CAPTURE_ACTIVE",
+                "if err:\n    clear_last_error()\n    return CAPTURE_NONE",
+                (_CHK, "test_a_failing_capture_query_counts_as_capturing", {})),
+    CheckMutant("capture-unchecked-canary-off", "capture: with the canary off, modules load inside a capture",
+                _DD, "_ready", "_capturing(info.stream)", "canary and _capturing(info.stream)",
+                ("test_graphs", "test_first_call_inside_capture_falls_back", {"canary": "0"})),
+    CheckMutant("capture-unchecked-canary-on", "capture: with the canary on, the canary runs inside a capture",
+                _DD, "_ready", "_capturing(info.stream)", "not canary and _capturing(info.stream)",
+                ("test_graphs", "test_first_call_inside_capture_falls_back", {"canary": "1"})),
+    CheckMutant("loaded-module-skips-canary", "canary turned on: a module loaded with it off is served unverified",
+                _DD, "_ready", "if function is not None and not canary:\n    return function, None",
+                "if function is not None:\n    return function, None",
+                (_CHK, "test_loaded_module_is_verified_before_a_capture_uses_it", {})),
+    # streams: the tensor's device's current stream
+    CheckMutant("stream-of-current-device", "launch stream: the current device's, not the tensor's device's",
+                _DD, "device_info", "_current_stream(index)", "_current_stream(torch.cuda.current_device())",
+                (_CHK, "test_device_info_takes_the_tensors_devices_stream", {})),
+    # in place: same address and same strides
+    CheckMutant("same-view-address-only", "in place: out at x's address with other strides taken as out=x",
+                _R, "_same_view", "out.data_ptr() == x.data_ptr() and out.stride() == x.stride()",
+                "out.data_ptr() == x.data_ptr()",
+                (_CHK, "test_out_at_xs_address_with_other_strides_is_not_in_place", {})),
+    # the release tool's breaking-change check; the build's staleness check
+    CheckMutant("release-surface-dropped", "release: dtypes not compared",
+                _REL, "SURFACES", '(("all", "public symbols"), ("dtypes", "dtypes"), ("rungs", "rungs"))',
+                '(("all", "public symbols"), ("rungs", "rungs"))',
+                ("test_release_tool", "test_each_removal_alone_is_a_breaking_change", {"surface": "dtypes"})),
+    CheckMutant("release-removals-ignored", "release: removals not counted as changes",
+                _REL, "check_versioning", "if removed:\n    changes.append(f'removed {what} {removed}')", "",
+                ("test_release_tool", "test_each_removal_alone_is_a_breaking_change", {"surface": "all"})),
+    CheckMutant("release-missing-surface-unchecked", "release: a record without a surface compared as no change",
+                _REL, "surface_changes", "key not in m", "False",
+                ("test_release_tool", "test_a_release_record_without_a_surface_cannot_be_compared", {})),
+    CheckMutant("stale-sha256-skipped", "build: stale() does not check the objects' sha256",
+                _B, "stale", "if hashlib.sha256(data).hexdigest() != entry.get('sha256'):\n"
+                "    return f'{key}: {path.name} does not match its sha256 in the manifest'", "",
+                ("test_code_objects", "test_damaged_objects_are_stale", {"damage": "flip"})),
+    # the benchmarks: each workload proves its own calls took the kernel path
+    CheckMutant("window-cumulative", "ladder: the timed window's path read from cumulative stats",
+                _CK, "window_failures", "delta = stats_delta(stats_before, stats_after)", "delta = dict(stats_after)",
+                ("test_ladder", "test_window_failures_read_this_windows_calls_only", {})),
+    CheckMutant("window-ignores-strays", "ladder: calls outside the expected keys ignored",
+                _CK, "window_failures", "stray = {k: v for k, v in delta.items() if k not in keys}", "stray = {}",
+                ("test_ladder", "test_window_failures_read_this_windows_calls_only", {})),
+    CheckMutant("gpu-mode-no-window-check", "ladder: GPU mode does not check the timed window",
+                _G, "time_case", "case_failed.update(checks.window_failures(stats_before, stats_after, expected))",
+                "pass", ("test_ladder", "test_gpu_mode_refuses_a_rung_whose_timed_calls_fell_back", {})),
+    CheckMutant("check-cumulative", "ladder: kernel_path_ran reads cumulative stats",
+                _CK, "kernel_path_ran", "delta = stats_delta(stats_before, stats_after)", "delta = dict(stats_after)",
+                ("test_benchmarks", "test_flydsl_path_ran", {})),
+    # the torch-baseline value check
+    CheckMutant("value-ignores-zeros", "relu_semantics: elements where either side is zero not compared",
+                _RS, "value_failures", "both = ~xn & ~on", "both = ~xn & ~on & (out != 0) & (bit_rule(x) != 0)",
+                ("test_ladder", "test_value_check_refuses_wrong_baselines", {"bad": "@_zeros", "expect": "values differ", "dtype": "float32"})),
+    CheckMutant("value-magnitudes", "relu_semantics: magnitudes compared (sign flips accepted)",
+                _RS, "value_failures", "out[both] != bit_rule(x)[both]", "out[both].abs() != bit_rule(x)[both].abs()",
+                ("test_ladder", "test_value_check_refuses_wrong_baselines", {"bad": "@_sign_flip", "expect": "values differ", "dtype": "float32"})),
+    CheckMutant("value-abs-ok", "relu_semantics: a baseline computing |x| accepted",
+                _RS, "value_failures", "out[both] != bit_rule(x)[both]",
+                "(out[both] != bit_rule(x)[both]) & (out[both] != x[both].abs())",
+                ("test_ladder", "test_value_check_refuses_wrong_baselines", {"bad": "@_abs", "expect": "values differ", "dtype": "float32"})),
+    CheckMutant("value-nan-dropped-ok", "relu_semantics: NaNs turned into numbers accepted",
+                _RS, "value_failures", "lost = int((xn & ~on).sum())", "lost = 0",
+                ("test_ladder", "test_value_check_refuses_wrong_baselines", {"bad": "@_nan_dropped", "expect": "did not give NaN", "dtype": "float32"})),
+)
+CHECK_BY_NAME = {m.name: m for m in CHECK_MUTANTS}
+assert len(CHECK_BY_NAME) == len(CHECK_MUTANTS) and not set(CHECK_BY_NAME) & set(BY_NAME), "mutant names must be unique"

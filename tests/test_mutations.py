@@ -100,3 +100,50 @@ def test_mutation_check_catches_every_mutant(vgpu, monkeypatch, mutant_root):
         # a dispatch mutant must be caught by the scenario written for it
         missing = EXPECTED_CATCHERS.get(r.mutant.name, set(r.mutant.kill[:1])) - set(r.by_check())
         assert not missing, f"{r.mutant.name}: expected {sorted(missing)} among its catchers; {r.describe()}"
+
+
+# ---- check mutants: a weakened check, one real test of the suite must fail --
+from test_code_objects import copies, manifest  # noqa: E402,F401  (fixtures of the kill tests)
+from test_graphs import cap  # noqa: E402,F401
+
+_check_results = {}  # name -> (caught, what the kill test said)
+
+
+def _run_check_mutant(cm, request, monkeypatch, mutate=True):
+    fn, params, fixtures = M.kill_test(cm)
+    args = dict(params)
+    for p in fixtures:
+        args[p] = monkeypatch if p == "monkeypatch" else request.getfixturevalue(p)
+    if "vgpu" in request.fixturenames or any(p in ("cap", "vgpu", "two") for p in fixtures):
+        request.getfixturevalue("vgpu").errors_expected = True
+    if mutate:
+        assert M.apply_live(cm, monkeypatch.setattr) > 0
+    try:
+        fn(**args)
+    except (Exception, pytest.fail.Exception) as e:  # noqa: BLE001 - any failure of the test catches it
+        return True, f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:160]}"
+    return False, "passed"
+
+
+@pytest.mark.parametrize("name", [m.name for m in M.CHECK_MUTANTS])
+def test_check_mutant_is_caught(request, monkeypatch, name):
+    cm = M.CHECK_BY_NAME[name]
+    caught, said = _run_check_mutant(cm, request, monkeypatch)
+    _check_results[name] = caught
+    assert caught, f"check mutant {name} ({cm.post}) passed {cm.kill[0]}::{cm.kill[1]}"
+
+
+@pytest.mark.parametrize("name", [m.name for m in M.CHECK_MUTANTS])
+def test_check_mutant_kill_test_passes_unmutated(request, monkeypatch, name):
+    cm = M.CHECK_BY_NAME[name]
+    failed, said = _run_check_mutant(cm, request, monkeypatch, mutate=False)
+    assert not failed, f"{cm.kill[0]}::{cm.kill[1]} fails without the mutation: {said}"
+
+
+def test_check_mutants_summary():
+    """Runs after the per-mutant items (file order): the count in the summary."""
+    missed = [m.name for m in M.CHECK_MUTANTS if not _check_results.get(m.name)]
+    line = (f"check mutants: {len(M.CHECK_MUTANTS) - len(missed)}/{len(M.CHECK_MUTANTS)} caught, each by one real test"
+            + (f"; NOT caught or not run: {', '.join(missed)}" if missed else ""))
+    S.SUMMARY_LINES.append(line)
+    assert not missed, line

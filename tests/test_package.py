@@ -133,9 +133,10 @@ def test_flydsl_is_not_imported_at_package_import():
     assert r.stdout.strip() == "False False"
 
 
-def test_missing_flydsl_is_reported_once_with_the_install_command():
-    """A gfx950 tensor with flydsl not installed: results stay correct (torch
-    fallback), one warning names the exact pip command, stats say why."""
+def test_gfx950_without_hip_falls_back_once_without_flydsl():
+    """A gfx950 device but no HIP runtime in the process, flydsl not installed
+    (serving never needs it: the kernels are prebuilt): results stay correct
+    (torch fallback), one warning names the reason, the stats count it."""
     code = f"""
 import sys, warnings
 sys.modules['flydsl'] = None  # makes `import flydsl` raise ImportError
@@ -155,8 +156,8 @@ print(relu_flydsl.dispatch_stats())
 """
     r = _run(code)
     assert r.returncode == 0, r.stderr
-    assert "pip install flydsl==0.5.0" in r.stdout
-    assert "'fallback/flydsl is not installed (pip install flydsl==0.5.0)': 2" in r.stdout
+    assert "no HIP runtime (libamdhip64)" in r.stdout and "pip install flydsl" not in r.stdout
+    assert "'fallback/no HIP runtime (libamdhip64) is loaded in this process': 2" in r.stdout
 
 
 @pytest.fixture(scope="module")

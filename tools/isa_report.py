@@ -297,8 +297,9 @@ def violations(isa: KernelISA) -> list:
     rung = RUNGS[isa.rung]
     width = isa.vec * ALL_ELEMENT_BYTES[isa.dtype]
     bad = []
-    if len(isa.loads) != 1 or len(isa.stores) != 1:  # one vector per thread in every shipped rung
-        bad.append(f"expected 1 load and 1 store, got {len(isa.loads)} and {len(isa.stores)}")
+    per_thread = rung.tile(isa.vec) // (rung.block * isa.vec)  # vectors each thread moves
+    if len(isa.loads) != per_thread or len(isa.stores) != per_thread:
+        bad.append(f"expected {per_thread} load(s) and store(s), got {len(isa.loads)} and {len(isa.stores)}")
     if any(m.width != width for m in isa.memops):
         bad.append(f"memory accesses must move vec x element = {width} bytes per lane: {_memory_summary(isa)}")
     space = "buffer" if rung.buffer else "global"
