@@ -4,7 +4,8 @@
                            1024x1024 and `large` 4096x4096 float32, benchmark_* sets
                            self.out = relu(x), verify_* returns F.relu(x): allocating on
                            both sides, as upstream's. Directly comparable with upstream.
-    ReluDtypeBenchmark     every dtype the kernels serve (dtypes.py) at the reference post's shapes
+    ReluDtypeBenchmark     every dtype the kernels serve (dtypes.py) at the shapes of the reference post
+                           ("Beating torch.relu with FlyDSL: A Hands-On Guide to Bandwidth-Bound Kernels")
                            (8192x8192, 16384x8192, 32768x8192, 4096x14336), default rung,
                            relu(x, out=y) into a buffer preallocated in setup.
     ReluLadderBenchmark    each ladder rung (registry.py), bfloat16, the post's shapes,

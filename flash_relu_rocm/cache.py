@@ -1,6 +1,6 @@
 """Development only (never imported by relu() or the shipped serve path, which
 loads the prebuilt code objects): a JIT compile cache, one `CompiledFunction`
-per (rung, dtype, vec, block, unroll, device), for tools and tests that run a
+per (rung, dtype, vec, device), for tools and tests that run a
 kernel straight from FlyDSL.
 
 numel is a runtime argument, so this is a handful of kernels per process. The
@@ -78,7 +78,7 @@ def compiled(rung: Rung, dtype: str, vec: int, device: int = 0):
     """The CompiledFunction for this rung/dtype/vec on `device`; compiles on
     first use. Call it as fn(x, y, grid, stream) with positional arguments
     only, with `device` current (its first call loads the module there)."""
-    key = (rung.name, dtype, vec, rung.block, rung.unroll, device)
+    key = (rung, dtype, vec, device)  # the whole Rung: v3_tuned.unrolled(n) differs from v3
     fn = _compiled.get(key)
     if fn is not None:
         return fn

@@ -1,13 +1,15 @@
 """Launch planning: pure Python, no flydsl, no device.
 
 Rules (each one exists because breaking it corrupted memory or values in the
-reference post or in our own emulation):
+reference post, "Beating torch.relu with FlyDSL: A Hands-On Guide to Bandwidth-Bound Kernels",
+or in our own emulation):
 - the vector width divides numel, so no vector straddles the end of a buffer
   (a predicate bit covers a whole vector; the hardware drops a straddling
   buffer access whole);
 - the vector width respects the alignment of BOTH pointers: a view starting at
   an odd element gets a narrower vector, never a misaligned 128-bit access;
-- the grid is exact: ceil(numel / (block * vec * unroll)) blocks, no over-launch;
+- the grid is exact: ceil(numel / rung.tile(vec)) blocks (block * vec elements
+  in every shipped rung), no over-launch;
 - the kernels index in signed 32-bit: within one launch every computed element
   index stays below 2^31, and for buffer rungs every byte offset (and the
   descriptor's num_records) below 2^32. Larger tensors are split into launches
@@ -48,12 +50,8 @@ class Plan:
     dtype: str
     vec: int
     block: int
-    unroll: int
+    tile: int    # elements per block: the rung's tile at this vector width
     launches: tuple
-
-    @property
-    def tile(self) -> int:
-        return self.block * self.vec * self.unroll
 
 
 def pick_vec(numel: int, dtype: str, max_vec: int, *addresses: int) -> int:
@@ -99,7 +97,7 @@ def plan(rung: Rung, dtype: str, numel: int, x_addr: int, y_addr: int, limits: L
     if numel < 0:
         raise ValueError(f"numel must be >= 0, got {numel}")
     vec = pick_vec(numel, dtype, rung.max_vec(dtype), x_addr, y_addr)
-    tile = rung.block * vec * rung.unroll
+    tile = rung.tile(vec)
     limits = limits or LIMITS
     if fits_one_launch(rung, dtype, numel, vec, tile, limits):
         chunk = max(numel, 1)
@@ -109,4 +107,4 @@ def plan(rung: Rung, dtype: str, numel: int, x_addr: int, y_addr: int, limits: L
     for start in range(0, numel, chunk):
         n = min(chunk, numel - start)
         launches.append(Launch(start, n, -(-n // tile)))
-    return Plan(rung.name, dtype, vec, rung.block, rung.unroll, tuple(launches))
+    return Plan(rung.name, dtype, vec, rung.block, tile, tuple(launches))

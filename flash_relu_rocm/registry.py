@@ -5,9 +5,9 @@ from dataclasses import dataclass
 import importlib
 
 from .dtypes import ALL_DTYPES, ALL_ELEMENT_BYTES, DTYPES  # the one dtype table (dtypes.py)
-# Re-exported for the planner, the runtime and the tests, which read the served
-# dtypes' sizes beside the rungs (registry.ELEMENT_BYTES).
-from .dtypes import ELEMENT_BYTES  # noqa: F401
+# Re-exported (the `as` form marks it so) for the planner, the runtime and the
+# tests, which read the served dtypes' sizes beside the rungs.
+from .dtypes import ELEMENT_BYTES as ELEMENT_BYTES
 
 VECTOR_BYTES = 16  # one 128-bit copy atom per thread
 
@@ -21,9 +21,10 @@ class Rung:
     vectorized: bool   # moves up to 128 bits per thread and instruction
     buffer: bool       # buffer descriptors: hardware bounds check, one launch < 4 GiB
     nt_store: bool     # non-temporal store
-    # Vectors per thread: 1 in every shipped rung (the unroll sweep of "Beating
+    # Vectors per thread: 1 in every rung (the unroll sweep of "Beating
     # torch.relu with FlyDSL: A Hands-On Guide to Bandwidth-Bound Kernels"
-    # rejected unrolling). Only v3's builder takes more (v3_tuned.unrolled(n)).
+    # rejected unrolling); the planner, canary and ISA check read only tile().
+    # Only v3's builder takes more: v3_tuned.unrolled(n) gives that variant to its tests.
     unroll: int = 1
 
     def max_vec(self, dtype: str) -> int:

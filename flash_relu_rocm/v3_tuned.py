@@ -53,8 +53,8 @@ def build(dtype: str, vec: int, block: int = 128, unroll: int = 1):
 
 def unrolled(unroll: int):
     """The registry's v3 with `unroll` vectors per thread (what the sweep
-    rejected): a Rung that plans tiles of block * vec * unroll and builds
-    this file's unrolled kernel."""
+    rejected): a Rung whose tile(vec) is block * vec * unroll, so the planner
+    plans its grid, and which builds this file's unrolled kernel."""
     import dataclasses
 
     from .registry import RUNGS

@@ -1,4 +1,5 @@
-"""The ladder harness: every rung against torch, the reference post's method, over the
+"""The ladder harness: every rung against torch, the method of the reference post
+("Beating torch.relu with FlyDSL: A Hands-On Guide to Bandwidth-Bound Kernels"), over the
 whole size curve.
 
     .venv/bin/python -m benchmarks.ladder                  on a gfx950 device (MI350X/MI355X): the

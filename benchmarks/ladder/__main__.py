@@ -1,5 +1,6 @@
 """The ladder's command line: `.venv/bin/python -m benchmarks.ladder [options]` from the
-repository root. It only chooses the mode; see benchmarks/ladder/__init__.py."""
+repository root. It only chooses the mode; see benchmarks/ladder/__init__.py. "The post" in the
+help is the reference post, "Beating torch.relu with FlyDSL: A Hands-On Guide to Bandwidth-Bound Kernels"."""
 
 import argparse
 import json

@@ -5,7 +5,8 @@ Sweeps:
          per octave, 6 per octave through the last-level-cache band of an MI350X (L2 32 MiB,
          Infinity Cache 256 MiB: from half the L2 to twice the Infinity Cache, 16 MiB .. 512 MiB),
          where torch and the rungs change regime. 1-D tensors.
-  shapes the reference post's four shapes (flash_relu_rocm/workloads.py)
+  shapes the four shapes of the reference post, "Beating torch.relu with FlyDSL: A Hands-On
+         Guide to Bandwidth-Bound Kernels" (flash_relu_rocm/workloads.py)
   band   the post's cache band, N x 8192 (flash_relu_rocm/workloads.py)
 Since an element is read once and written once, the traffic is also the footprint of x and out
 together: a point's traffic says which cache level its working set fits in.
@@ -85,13 +86,13 @@ def shapes_of(sweep, dtype, **curve):
 
 def cases(dtypes=("bfloat16",), sweeps=SWEEPS, **curve):
     """The union of the asked sweeps per dtype, ordered by (dtype, traffic); a size in
-    several sweeps is one case carrying every tag (a post's 2-D shape over a curve size)."""
+    several sweeps is one case carrying every tag (one of the post's 2-D shapes over a curve size)."""
     for d in dtypes:
         if d not in DTYPES:
             raise ValueError(f"unknown dtype {d!r}; the kernels serve {', '.join(DTYPES)}")
     out = []
     for d in dtypes:
-        tagged = {}  # numel -> (shape, sweeps): a curve size equal to a post's shape is that shape
+        tagged = {}  # numel -> (shape, sweeps): a curve size equal to one of the post's shapes is that shape
         for sweep in sorted(sweeps, key=lambda s: s == "curve"):
             for s in shapes_of(sweep, d, **curve):
                 shape, tags = tagged.setdefault(math.prod(s), (s, []))

@@ -1,8 +1,8 @@
 """The gpu and baseline modes: correctness first, then timing, then the report.
 
 gpu (a gfx950 device): every asked rung and torch (`torch.clamp(x, min=0, out=out)`, as in
-the reference post). baseline (any GPU torch sees, CUDA or ROCm): torch alone, no FlyDSL,
-no `kernels`. A rung that fails a check gets no bandwidth number; exit status 1 then.
+the reference post, "Beating torch.relu with FlyDSL: A Hands-On Guide to Bandwidth-Bound Kernels").
+baseline (any GPU torch sees, CUDA or ROCm): torch alone, no FlyDSL, no `kernels`. A rung that fails a check gets no bandwidth number; exit status 1 then.
 """
 
 import json
@@ -143,7 +143,9 @@ def time_case(case, mod, impls, failed, args, peak, bar):
     for r in rows:
         if r["impl"] == TORCH and r["gbps"] is not None:
             r["crosscheck"] = timing.crosscheck(calls[TORCH], r["median_us"] / 1e6, case.traffic)
-    del bufs, calls, x0
+    bufs.clear()  # free this case's tensors before the next case allocates
+    calls.clear()  # (emptied, not deleted: the timing lambda above still refers to it)
+    del x0
     if DEVICE != "cpu":
         torch.cuda.empty_cache()
     return rows

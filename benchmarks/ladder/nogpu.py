@@ -2,8 +2,8 @@
 measured here; nothing below is a GB/s figure.
 
 Sections:
-  isa    the gfx950 ISA of every rung (tools/isa_report.py over the shipped code objects, or
-         tools/isa.py compiling them here), in this process
+  isa    the gfx950 ISA of every rung (tools/isa_report.py over the shipped code objects),
+         in this process
   vgpu   emulated instructions per byte moved per rung, on the virtual gfx950 (tools/vgpu/)
   host   host time per relu(x, out=y) call against torch (benchmarks/host_overhead.py)
 vgpu and host run in their own processes (one process holds one stand-in libamdhip64) and
@@ -46,14 +46,9 @@ class Section:
 
 def section_isa():
     sys.path.insert(0, str(ROOT / "tools"))
-    try:  # the report over the shipped code objects
-        import isa_report as isa
+    import isa_report as isa
 
-        how = "disassembled from the shipped code objects, tools/isa_report.py"
-    except ImportError:
-        import isa
-
-        how = "compiled here with COMPILE_ONLY, tools/isa.py"
+    how = "disassembled from the shipped code objects, tools/isa_report.py"
     with contextlib.redirect_stdout(io.StringIO()):  # FlyDSL prints one line per ISA dump
         isas = isa.collect()
     data = {f"{i.rung}/{i.dtype}": {"vec": i.vec, "instructions": len(i.body), "memory_instructions": len(i.memops),

@@ -3,7 +3,8 @@
 Policy:
 - Device time: a pair of device events (torch.cuda.Event) around `iters` back-to-back
   launches, after `warmup` untimed launches, with no synchronisation between launches;
-  seconds per launch = elapsed / iters. This is the reference post's method, and what a
+  seconds per launch = elapsed / iters. This is the method of the reference post
+  ("Beating torch.relu with FlyDSL: A Hands-On Guide to Bandwidth-Bound Kernels"), and what a
   model's stream of kernels sees.
 - Rounds: `rounds` timings per implementation, taken round-robin across implementations
   (the first one rotates from round to round, so none always runs first or last), each with

@@ -10,7 +10,7 @@ from .device import (CAPTURE_ACTIVE, CAPTURE_INVALIDATED, CAPTURE_MODE_GLOBAL, C
                      HIP_ERROR_STREAM_CAPTURE_UNSUPPORTED, HIP_SUCCESS, Attempt, DeviceError, HipError, LaunchRecord,
                      VirtualGPU, device)
 from .emulator import STRADDLE_MODELS, LaunchError
-from .isa import Unsupported
+from .disasm import Unsupported
 from .memory import OutOfBounds
 
 __all__ = ["Attempt", "BuildUnavailable", "CAPTURE_ACTIVE", "CAPTURE_INVALIDATED", "CAPTURE_MODE_GLOBAL",

@@ -15,8 +15,8 @@ import numpy as np
 
 from .build import SONAME, build_stub
 from .codeobj import CodeObject
-from .emulator import STRADDLE_MODELS, Emulator, Program
-from .memory import Memory, OutOfBounds
+from .emulator import Emulator, Program
+from .memory import Memory
 
 HIP_SUCCESS = 0
 HIP_ERROR_INVALID_VALUE = 1

@@ -12,7 +12,7 @@ written exactly once.
 """
 
 import ctypes
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 

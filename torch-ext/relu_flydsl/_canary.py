@@ -55,7 +55,7 @@ def device_memory(nbytes: int, device: int):
 def length(rung, vec: int) -> int:
     """Canary elements for this kernel: a full tile, then a partial block
     that also ends inside a wave."""
-    tile = rung.block * vec * rung.unroll
+    tile = rung.tile(vec)
     return tile + tile // 2 + vec
 
 
@@ -142,7 +142,7 @@ class Canary:
         span = -(-self.nbytes // GUARD) * GUARD
         # guards of at least a tile: a kernel running a whole block past the
         # end stays inside the allocation, where the sentinels see it
-        tile_bytes = rung.block * vec * rung.unroll * ELEMENT_BYTES[dtype]
+        tile_bytes = rung.tile(vec) * ELEMENT_BYTES[dtype]
         guard = max(GUARD, -(-tile_bytes // GUARD) * GUARD)
         self.x_at = guard
         self.out_at = guard + span + guard
