@@ -1,10 +1,11 @@
-"""`kernels benchmark ./relu-build` workloads.
+"""`.venv/bin/kernels benchmark ./relu-build` workloads (a Hub download: `kernels benchmark <folder>`).
 
     ReluBenchmark          upstream kernels-community/relu's workloads: seed 42, `base`
                            1024x1024 and `large` 4096x4096 float32, benchmark_* sets
                            self.out = relu(x), verify_* returns F.relu(x): allocating on
                            both sides, as upstream's. Directly comparable with upstream.
-    ReluDtypeBenchmark     every dtype the kernels serve (dtypes.py) at the reference post's shapes
+    ReluDtypeBenchmark     every dtype the kernels serve (dtypes.py) at the shapes of the reference post
+                           ("Beating torch.relu with FlyDSL: A Hands-On Guide to Bandwidth-Bound Kernels")
                            (8192x8192, 16384x8192, 32768x8192, 4096x14336), default rung,
                            relu(x, out=y) into a buffer preallocated in setup.
     ReluLadderBenchmark    each ladder rung (registry.py), bfloat16, the post's shapes,
@@ -63,7 +64,7 @@ def _check_runnable_here():
         raise RuntimeError(
             f"{folder} has no build/ folder: relu-build/ is not built yet. Build it in the relu-flydsl "
             f"repository with `{BUILD_COMMAND}` (it runs tools/build_variant.py), then run "
-            f"`kernels benchmark ./relu-build` again.")
+            f"`.venv/bin/kernels benchmark ./relu-build` again.")
     if torch.version.hip is None:
         kind = f"CUDA {torch.version.cuda}" if torch.version.cuda else "CPU-only"
         raise RuntimeError(
