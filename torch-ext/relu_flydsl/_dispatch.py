@@ -253,17 +253,18 @@ else:  # not CPython's os.environ: plain lookups
     _ENV_K0, _ENV_K1, _ENV_K2 = ENV_DISABLE, ENV_RUNG, ENV_CANARY
 
 
-def fast(x, out, rung) -> bool:
+def fast(x, out, rung, _T=_Tensor, _compiling=_is_compiling, _level=_transform_level, _modes=_dispatch_modes,
+         _s=STATE, _env_get=_env_get, _ENV_K0=_ENV_K0, _ENV_K1=_ENV_K1, _ENV_K2=_ENV_K2, _entries=_fast_entries.get,
+         _launch_one=_launch_one) -> bool:
     """relu(x, out=out)'s fast path: True when it served the call (validated
     as the general path would, launched, counted), False when the general
     path must take it. It serves only plain dense tensors whose entry (size,
     alignments, device) is ready and single-launch: wrapped, sparse, nested
     or batched tensors make an attribute raise here or fail a check,
     quantized dtypes have no entry, and inside a torch.func transform or a
-    dispatch mode torch handles every call."""
-    if type(x) is not _Tensor or type(out) is not _Tensor or _is_compiling():
-        return False
-    if _transform_level() is not None or _dispatch_modes():
+    dispatch mode torch handles every call. (The keyword defaults bind module
+    constants: local lookups; device_info stays a global, tests substitute it.)"""
+    if type(x) is not _T or type(out) is not _T or _compiling() or _level() is not None or _modes():
         return False
     try:
         dt = x.dtype
@@ -275,13 +276,13 @@ def fast(x, out, rung) -> bool:
             and out.is_contiguous()
             and not x.is_neg()  # a neg-bit view's memory holds -x (conj bits: complex, never served)
             and not out.is_neg()
-            and not out.is_inference()  # torch refuses writes to it outside inference mode
+            and out._version >= 0  # raises for an inference tensor (torch refuses writes to those)
             and x.shape == out.shape
             and x.get_device() == out.get_device()  # device_info(x) below: x is on a ROCm device
         ):
             return False
-        s = STATE
         # kill switch / forced rung / canary changed: drops every entry (env_raw(), inlined)
+        s = _s
         if (_env_get(_ENV_K0), _env_get(_ENV_K1), _env_get(_ENV_K2)) != s.env:
             s.refresh()
         dev = device_info(x)
@@ -292,9 +293,9 @@ def fast(x, out, rung) -> bool:
         yp = out.data_ptr()
         # Fast entries exist only for valid rungs, served dtypes, single launches,
         # ready kernels, the kernel path enabled (settings changes clear them).
-        entry = _fast_entries.get((rung, dt, numel, xp & 15, yp & 15, dev.index))
-    except RuntimeError:  # sparse, nested, batched or grad-tracking wrappers: no plain memory
-        return False
+        entry = _entries((rung, dt, numel, xp & 15, yp & 15, dev.index))
+    except RuntimeError:  # sparse, nested, batched or grad-tracking wrappers: no plain memory;
+        return False      # an inference tensor out: no version counter (out.is_inference(), for half the cost)
     except TypeError:  # an unhashable rung: the general path says what rung accepts
         return False
     if entry is None:
