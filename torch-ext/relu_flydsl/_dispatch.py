@@ -276,7 +276,7 @@ def fast(x, out, rung, _T=_Tensor, _compiling=_is_compiling, _level=_transform_l
             and out.is_contiguous()
             and not x.is_neg()  # a neg-bit view's memory holds -x (conj bits: complex, never served)
             and not out.is_neg()
-            and out._version >= 0  # raises for an inference tensor (torch refuses writes to those)
+            and not out.is_inference()  # torch refuses writes to it outside inference mode
             and x.shape == out.shape
             and x.get_device() == out.get_device()  # device_info(x) below: x is on a ROCm device
         ):
@@ -294,8 +294,8 @@ def fast(x, out, rung, _T=_Tensor, _compiling=_is_compiling, _level=_transform_l
         # Fast entries exist only for valid rungs, served dtypes, single launches,
         # ready kernels, the kernel path enabled (settings changes clear them).
         entry = _entries((rung, dt, numel, xp & 15, yp & 15, dev.index))
-    except RuntimeError:  # sparse, nested, batched or grad-tracking wrappers: no plain memory;
-        return False      # an inference tensor out: no version counter (out.is_inference(), for half the cost)
+    except RuntimeError:  # sparse, nested, batched or grad-tracking wrappers: no plain memory
+        return False
     except TypeError:  # an unhashable rung: the general path says what rung accepts
         return False
     if entry is None:
