@@ -267,6 +267,9 @@ def fast(x, out, rung, _T=_Tensor, _compiling=_is_compiling, _level=_transform_l
     if type(x) is not _T or type(out) is not _T or _compiling() or _level() is not None or _modes():
         return False
     try:
+        dev = device_info(x)  # first: off a ROCm device (dev None) nothing below needs asking
+        if dev is None or dev.arch != SUPPORTED_ARCH:  # any gfx950 device (entries are per device)
+            return False
         dt = x.dtype
         if not (
             out.dtype is dt
@@ -285,9 +288,6 @@ def fast(x, out, rung, _T=_Tensor, _compiling=_is_compiling, _level=_transform_l
         s = _s
         if (_env_get(_ENV_K0), _env_get(_ENV_K1), _env_get(_ENV_K2)) != s.env:
             s.refresh()
-        dev = device_info(x)
-        if dev is None or dev.arch != SUPPORTED_ARCH:  # any gfx950 device (entries are per device)
-            return False
         numel = x.numel()
         xp = x.data_ptr()
         yp = out.data_ptr()
@@ -312,6 +312,24 @@ def fast(x, out, rung, _T=_Tensor, _compiling=_is_compiling, _level=_transform_l
         _launch_failed(error, entry.plan, numel)
     entry.hit()
     return True
+
+
+_DISABLED = ("fallback", f"disabled by {ENV_DISABLE}")
+_NO_DEVICE = ("fallback", "not a ROCm device")
+
+
+def no_device(x: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
+    """relu(x, out) validated, device_info(x) None: what run() does there
+    (torch.relu's kernel, the same reason counted), without its other
+    questions, and for out None without allocating first."""
+    s = STATE
+    if s.env != (_env_get(_ENV_K0), _env_get(_ENV_K1), _env_get(_ENV_K2)):  # as fallback_reason:
+        s.refresh()                                                          # the kill switch first
+    s.record(_DISABLED if s.settings.disabled else _NO_DEVICE)
+    if out is None:
+        return torch.relu(x)
+    torch.clamp_min(x, 0, out=out)
+    return out
 
 
 _NO_INFO = object()  # "device_info not asked yet" (None means: not a ROCm device)
