@@ -264,11 +264,13 @@ def fast(x, out, rung, _T=_Tensor, _compiling=_is_compiling, _level=_transform_l
     quantized dtypes have no entry, and inside a torch.func transform or a
     dispatch mode torch handles every call. (The keyword defaults bind module
     constants: local lookups; device_info stays a global, tests substitute it.)"""
-    if type(x) is not _T or type(out) is not _T or _compiling() or _level() is not None or _modes():
+    if type(x) is not _T or type(out) is not _T or _compiling():
         return False
     try:
-        dev = device_info(x)  # first: off a ROCm device (dev None) nothing below needs asking
+        dev = device_info(x)  # early: off a ROCm device (dev None) nothing below needs asking
         if dev is None or dev.arch != SUPPORTED_ARCH:  # any gfx950 device (entries are per device)
+            return False
+        if _level() is not None or _modes():  # in a torch.func transform or dispatch mode torch serves
             return False
         dt = x.dtype
         if not (

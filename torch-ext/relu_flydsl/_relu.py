@@ -35,6 +35,8 @@ from .flash_relu_rocm.registry import RUNGS
 
 
 _is_compiling = torch.compiler.is_compiling
+# bool and the complex dtypes (x.dtype == torch.bool or x.is_complex(), as one lookup)
+_REJECTED = frozenset(d for d in vars(torch).values() if isinstance(d, torch.dtype) and (d == torch.bool or d.is_complex))
 
 
 def _check(x, out, rung) -> bool:
@@ -43,9 +45,10 @@ def _check(x, out, rung) -> bool:
     subclasses, torch.func transforms, dispatch modes, meta)."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"relu(): x must be a torch.Tensor, got {type(x).__name__}")
-    if x.dtype == torch.bool or x.is_complex():
+    if x.dtype in _REJECTED:
         raise TypeError(f"relu(): dtype {x.dtype} is not supported (torch.relu rejects it too)")
-    _inputs.check_rung(rung, RUNGS)
+    if rung is not None:
+        _inputs.check_rung(rung, RUNGS)
     compiling = _is_compiling()
     if not compiling and _inputs.needs_torch(x, out):
         return True
