@@ -39,7 +39,7 @@ _is_compiling = torch.compiler.is_compiling
 _REJECTED = frozenset(d for d in vars(torch).values() if isinstance(d, torch.dtype) and (d == torch.bool or d.is_complex))
 
 
-def _check(x, out, rung) -> bool:
+def _check(x, out, rung, compiling: bool) -> bool:
     """Reject bad input before anything is written. True when torch must
     handle the call itself (_inputs.needs_torch: sparse, nested, quantized,
     subclasses, torch.func transforms, dispatch modes, meta)."""
@@ -49,7 +49,6 @@ def _check(x, out, rung) -> bool:
         raise TypeError(f"relu(): dtype {x.dtype} is not supported (torch.relu rejects it too)")
     if rung is not None:
         _inputs.check_rung(rung, RUNGS)
-    compiling = _is_compiling()
     if not compiling and _inputs.needs_torch(x, out):
         return True
     if out is None:
@@ -205,10 +204,11 @@ def relu(x: torch.Tensor, out: Optional[torch.Tensor] = None, *, rung: Optional[
     """
     if out is not None and _fast(x, out, rung):  # a ready kernel for this size, alignment, device
         return out
-    if _check(x, out, rung):  # an input only torch can serve: torch's result or torch's error
+    compiling = _is_compiling()
+    if _check(x, out, rung, compiling):  # an input only torch can serve: torch's result or torch's error
         STATE.record(("fallback", _inputs.why_torch(x, out) or "torch input"))
         return _inputs.torch_relu(x, out)
-    if _is_compiling():
+    if compiling:
         return _traced(x, out, rung)
     if out is None:
         if x.requires_grad and torch.is_grad_enabled():  # autograd through the op (not compiling here)
