@@ -253,19 +253,25 @@ else:  # not CPython's os.environ: plain lookups
     _ENV_K0, _ENV_K1, _ENV_K2 = ENV_DISABLE, ENV_RUNG, ENV_CANARY
 
 
-def fast(x, out, rung) -> bool:
+def fast(x, out, rung, _T=_Tensor, _compiling=_is_compiling, _level=_transform_level, _modes=_dispatch_modes,
+         _s=STATE, _env_get=_env_get, _ENV_K0=_ENV_K0, _ENV_K1=_ENV_K1, _ENV_K2=_ENV_K2, _entries=_fast_entries.get,
+         _launch_one=_launch_one) -> bool:
     """relu(x, out=out)'s fast path: True when it served the call (validated
     as the general path would, launched, counted), False when the general
     path must take it. It serves only plain dense tensors whose entry (size,
     alignments, device) is ready and single-launch: wrapped, sparse, nested
     or batched tensors make an attribute raise here or fail a check,
     quantized dtypes have no entry, and inside a torch.func transform or a
-    dispatch mode torch handles every call."""
-    if type(x) is not _Tensor or type(out) is not _Tensor or _is_compiling():
-        return False
-    if _transform_level() is not None or _dispatch_modes():
+    dispatch mode torch handles every call. (The keyword defaults bind module
+    constants: local lookups; device_info stays a global, tests substitute it.)"""
+    if type(x) is not _T or type(out) is not _T or _compiling():
         return False
     try:
+        dev = device_info(x)  # early: off a ROCm device (dev None) nothing below needs asking
+        if dev is None or dev.arch != SUPPORTED_ARCH:  # any gfx950 device (entries are per device)
+            return False
+        if _level() is not None or _modes():  # in a torch.func transform or dispatch mode torch serves
+            return False
         dt = x.dtype
         if not (
             out.dtype is dt
@@ -280,19 +286,16 @@ def fast(x, out, rung) -> bool:
             and x.get_device() == out.get_device()  # device_info(x) below: x is on a ROCm device
         ):
             return False
-        s = STATE
         # kill switch / forced rung / canary changed: drops every entry (env_raw(), inlined)
+        s = _s
         if (_env_get(_ENV_K0), _env_get(_ENV_K1), _env_get(_ENV_K2)) != s.env:
             s.refresh()
-        dev = device_info(x)
-        if dev is None or dev.arch != SUPPORTED_ARCH:  # any gfx950 device (entries are per device)
-            return False
         numel = x.numel()
         xp = x.data_ptr()
         yp = out.data_ptr()
         # Fast entries exist only for valid rungs, served dtypes, single launches,
         # ready kernels, the kernel path enabled (settings changes clear them).
-        entry = _fast_entries.get((rung, dt, numel, xp & 15, yp & 15, dev.index))
+        entry = _entries((rung, dt, numel, xp & 15, yp & 15, dev.index))
     except RuntimeError:  # sparse, nested, batched or grad-tracking wrappers: no plain memory
         return False
     except TypeError:  # an unhashable rung: the general path says what rung accepts
@@ -311,6 +314,24 @@ def fast(x, out, rung) -> bool:
         _launch_failed(error, entry.plan, numel)
     entry.hit()
     return True
+
+
+_DISABLED = ("fallback", f"disabled by {ENV_DISABLE}")
+_NO_DEVICE = ("fallback", "not a ROCm device")
+
+
+def no_device(x: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
+    """relu(x, out) validated, device_info(x) None: what run() does there
+    (torch.relu's kernel, the same reason counted), without its other
+    questions, and for out None without allocating first."""
+    s = STATE
+    if s.env != (_env_get(_ENV_K0), _env_get(_ENV_K1), _env_get(_ENV_K2)):  # as fallback_reason:
+        s.refresh()                                                          # the kill switch first
+    s.record(_DISABLED if s.settings.disabled else _NO_DEVICE)
+    if out is None:
+        return torch.relu(x)
+    torch.clamp_min(x, 0, out=out)
+    return out
 
 
 _NO_INFO = object()  # "device_info not asked yet" (None means: not a ROCm device)

@@ -18,7 +18,8 @@ reported again by torch's next launch check.
 
 hipModuleLaunchKernel is called without ctypes argtypes: every argument is
 either a small int (grid, block: passed as C unsigned int values) or a ready
-c_void_p (function, stream, kernelParams), which halves the call's cost.
+c_void_p (function, stream, kernelParams) or None (the null stream, no
+extra), which halves the call's cost.
 """
 
 import ctypes
@@ -32,7 +33,6 @@ KERNARG_LAYOUT = ((0, 8), (8, 4), (16, 8), (24, 4))  # (offset, size) of each ar
 assert KERNARG.size == 28 and tuple(KERNARG_LAYOUT[-1]) == (24, 4)
 
 _pack_into = KERNARG.pack_into
-_launch_kernel = None  # hipModuleLaunchKernel, bound at the first launch
 
 
 class _Args(threading.local):
@@ -43,35 +43,50 @@ class _Args(threading.local):
         base = ctypes.addressof(self.buffer)
         self.slots = (ctypes.c_void_p * 4)(*(base + offset for offset, _ in KERNARG_LAYOUT))
         self.params = ctypes.c_void_p(ctypes.addressof(self.slots))
+        self.state = [self.buffer, self.params, None]  # one thread-local lookup per launch; last packed
 
 
 _args = _Args()
-_streams = {}  # raw stream handle -> c_void_p (a handful per process)
+_streams = {0: None}  # raw stream handle -> its argument: c_void_p, None (NULL) for the null stream
+_MISSING = object()
 
 
 def stream_arg(stream: int):
-    """The c_void_p for a raw stream handle (cached: a process uses few streams)."""
-    s = _streams.get(stream)
-    if s is None:  # c_void_p(None) is falsy: the null stream takes this branch, cheaply
+    """The argument for a raw stream handle (cached: a process uses few streams)."""
+    s = _streams.get(stream, _MISSING)
+    if s is _MISSING:
         if len(_streams) > 256:
             _streams.clear()
-        s = _streams[stream] = ctypes.c_void_p(stream or None)
+            _streams[0] = None
+        s = _streams[stream] = ctypes.c_void_p(stream) if stream else None
     return s
 
 
-def _bind():
+def _bind(*args):
+    """The first launch: binds hipModuleLaunchKernel, then makes the call."""
     global _launch_kernel
     _launch_kernel = _hip.lib().hipModuleLaunchKernel
-    return _launch_kernel
+    return _launch_kernel(*args)
 
 
-def launch(function, block: int, x_addr: int, y_addr: int, numel: int, grid: int, stream: int) -> int:
+_launch_kernel = _bind  # hipModuleLaunchKernel once the first launch has bound it
+
+
+def launch(function, block: int, x_addr: int, y_addr: int, numel: int, grid: int, stream: int,
+           _a=_args, _pack=_pack_into, _stream=_streams.get) -> int:
     """One kernel launch of `function` (a c_void_p from hipModuleGetFunction)
-    on `stream`, the caller's device current. Returns the HIP error, 0 if none."""
-    a = _args
-    _pack_into(a.buffer, 0, x_addr, numel, y_addr, numel)
-    s = _streams.get(stream) or stream_arg(stream)
-    err = (_launch_kernel or _bind())(function, grid, 1, 1, block, 1, 1, 0, s, a.params, None)
+    on `stream`, the caller's device current. Returns the HIP error, 0 if none.
+    (The keyword defaults bind module constants: local lookups on the hot path.)"""
+    state = _a.state
+    packed = (x_addr, y_addr, numel)
+    if packed != state[2]:  # repeated calls (same tensors) find their arguments packed already
+        _pack(state[0], 0, x_addr, numel, y_addr, numel)
+        state[2] = packed
+    params = state[1]
+    s = _stream(stream, _MISSING)
+    if s is _MISSING:
+        s = stream_arg(stream)
+    err = _launch_kernel(function, grid, 1, 1, block, 1, 1, 0, s, params, None)
     if err:
         _hip.clear_last_error()
     return err
@@ -94,13 +109,16 @@ def prepacked(function, block: int, x_addr: int, y_addr: int, numel: int, grid: 
     hipModuleLaunchKernel call with these arguments packed once, up front
     (no packing, no checks per call). For benchmarks: what relu() costs above it
     is the package's own host work. Its own buffer: not shared with launch()."""
+    global _launch_kernel
     buffer = (ctypes.c_uint64 * 4)()
     KERNARG.pack_into(buffer, 0, x_addr, numel, y_addr, numel)
     base = ctypes.addressof(buffer)
     slots = (ctypes.c_void_p * 4)(*(base + offset for offset, _ in KERNARG_LAYOUT))
     params = ctypes.c_void_p(ctypes.addressof(slots))
-    fn = _launch_kernel or _bind()
-    s = ctypes.c_void_p(stream or None)
+    if _launch_kernel is _bind:
+        _launch_kernel = _hip.lib().hipModuleLaunchKernel
+    fn = _launch_kernel
+    s = stream_arg(stream)
 
     def floor():
         return fn(function, grid, 1, 1, block, 1, 1, 0, s, params, None)

@@ -34,16 +34,22 @@ from ._state import STATE
 from .flash_relu_rocm.registry import RUNGS
 
 
-def _check(x, out, rung) -> bool:
+_is_compiling = torch.compiler.is_compiling
+# bool and the complex dtypes (x.dtype == torch.bool or x.is_complex(), as one lookup)
+_REJECTED = frozenset(d for d in vars(torch).values() if isinstance(d, torch.dtype) and (d == torch.bool or d.is_complex))
+
+
+def _check(x, out, rung, compiling: bool) -> bool:
     """Reject bad input before anything is written. True when torch must
     handle the call itself (_inputs.needs_torch: sparse, nested, quantized,
     subclasses, torch.func transforms, dispatch modes, meta)."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"relu(): x must be a torch.Tensor, got {type(x).__name__}")
-    if x.dtype == torch.bool or x.is_complex():
+    if x.dtype in _REJECTED:
         raise TypeError(f"relu(): dtype {x.dtype} is not supported (torch.relu rejects it too)")
-    _inputs.check_rung(rung, RUNGS)
-    if not torch.compiler.is_compiling() and _inputs.needs_torch(x, out):
+    if rung is not None:
+        _inputs.check_rung(rung, RUNGS)
+    if not compiling and _inputs.needs_torch(x, out):
         return True
     if out is None:
         return False
@@ -55,10 +61,11 @@ def _check(x, out, rung) -> bool:
         raise ValueError(f"relu(): out is on device {out.device} but x is on {x.device}")
     if out.shape != x.shape:
         raise ValueError(f"relu(): out has shape {tuple(out.shape)} but x has shape {tuple(x.shape)}")
-    compiling = torch.compiler.is_compiling()
+    in_place = out is x
     if not compiling:  # pointers are not traceable: the op checks at run time
-        _check_overlap(x, out)
-    in_place = out is x or (not compiling and _same_view(x, out))
+        in_place = in_place or _same_view(x, out)
+        if not in_place and out.numel() and torch._C._overlaps(out, x):  # _check_overlap, inlined
+            raise ValueError(_OVERLAP)
     if not in_place and not _is_dense(out):  # out=x works for any layout, as torch.relu_ does
         raise ValueError(
             f"relu(): out must be dense (no gaps, no overlapping elements; e.g. torch.empty_like(x)); "
@@ -173,7 +180,6 @@ def _traced(x, out, rung):
     return out
 
 
-_is_compiling = torch.compiler.is_compiling
 _fast = _dispatch.fast
 
 
@@ -198,13 +204,20 @@ def relu(x: torch.Tensor, out: Optional[torch.Tensor] = None, *, rung: Optional[
     """
     if out is not None and _fast(x, out, rung):  # a ready kernel for this size, alignment, device
         return out
-    if _check(x, out, rung):  # an input only torch can serve: torch's result or torch's error
+    compiling = _is_compiling()
+    if _check(x, out, rung, compiling):  # an input only torch can serve: torch's result or torch's error
         STATE.record(("fallback", _inputs.why_torch(x, out) or "torch input"))
         return _inputs.torch_relu(x, out)
-    if _is_compiling():
+    if compiling:
         return _traced(x, out, rung)
     if out is None:
         if x.requires_grad and torch.is_grad_enabled():  # autograd through the op (not compiling here)
             return _relu_op(x, rung)
-        return _dispatch.run(x, torch.empty_like(x), rung)
-    return _dispatch.run(x, out, rung)
+        info = _dispatch.device_info(x)
+        if info is None:  # no ROCm device holds x: torch's kernel now, nothing allocated first
+            return _dispatch.no_device(x, None)
+        return _dispatch.run(x, torch.empty_like(x), rung, info)
+    info = _dispatch.device_info(x)
+    if info is None:
+        return _dispatch.no_device(x, out)
+    return _dispatch.run(x, out, rung, info)
