@@ -23,13 +23,12 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from benchmarks import relu_semantics as rs  # noqa: E402
-from benchmarks.ladder import __main__ as cli  # noqa: E402
-from benchmarks.ladder import cases as cases_mod  # noqa: E402
-from benchmarks.ladder import checks, gpu, nogpu, report, timing  # noqa: E402
-from flash_relu_rocm.dtypes import ELEMENT_BYTES  # noqa: E402
-from flash_relu_rocm.registry import RUNGS  # noqa: E402
+from benchmarks import relu_semantics as rs
+from benchmarks.ladder import __main__ as cli
+from benchmarks.ladder import cases as cases_mod
+from benchmarks.ladder import checks, gpu, nogpu, report, timing
+from flash_relu_rocm.dtypes import ELEMENT_BYTES
+from flash_relu_rocm.registry import RUNGS
 
 TEST_ROW_DIVISOR = 1 << 20  # every shape becomes 1 row: the rules checked here do not depend on size
 EXPECTED_CLASSES = {"ReluBenchmark", "ReluDtypeBenchmark", "ReluLadderBenchmark", "ReluCacheBandBenchmark"}

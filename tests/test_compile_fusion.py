@@ -19,12 +19,9 @@ from torch import nn
 from torch._inductor.utils import run_and_get_code
 
 ROOT = Path(__file__).resolve().parent.parent
-for p in (ROOT, ROOT / "torch-ext"):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
 
-import relu_flydsl  # noqa: E402
-from relu_flydsl import _relu, layers  # noqa: E402
+import relu_flydsl
+from relu_flydsl import _relu, layers
 
 _KERNEL_CALL = re.compile(r"^\s+(cpp_fused_\w+)\(", re.M)
 # a call of any build's op (the namespace carries the build id), not a comment

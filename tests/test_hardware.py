@@ -23,7 +23,6 @@ it observes and never fails on torch's choices.
 """
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -33,8 +32,7 @@ import relu_flydsl
 from flash_relu_rocm.registry import RUNGS
 from reference import assert_relu_bits, special_values
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-import relu_semantics  # noqa: E402 - pure torch: the observation of torch.relu on a device
+from benchmarks import relu_semantics  # pure torch: the observation of torch.relu on a device
 
 
 def _gfx950_device():

@@ -20,13 +20,10 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-for p in (ROOT, ROOT / "torch-ext"):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
 
-import relu_flydsl  # noqa: E402
-from relu_flydsl import _dispatch, _ops, layers  # noqa: E402
-from relu_flydsl._relu import _relu_op, _relu_out_op  # noqa: E402
+import relu_flydsl
+from relu_flydsl import _dispatch, _ops, layers
+from relu_flydsl._relu import _relu_op, _relu_out_op
 
 CHILD_ENV = "RELU_FLYDSL_NOOP_CHILD"
 IN_CHILD = os.environ.get(CHILD_ENV) == "1"

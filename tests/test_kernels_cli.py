@@ -26,7 +26,6 @@ CALLS_PER_WORKLOAD = 1 + 1 + 1 + 2  # setup's path check, the verify run, warm-u
 @pytest.fixture(scope="module")
 def work(tmp_path_factory):
     """A folder holding a fresh relu-build/, the CLI's working directory."""
-    sys.path.insert(0, str(ROOT / "tools"))
     import build_variant
 
     d = tmp_path_factory.mktemp("cli")

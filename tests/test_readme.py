@@ -48,7 +48,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 README = Path(os.environ.get("RELU_FLYDSL_README", ROOT / "README.md"))
-sys.path.insert(0, str(ROOT / "tools"))
 
 RUN = {"python": "python", "py": "python", "bash": "bash", "sh": "bash", "shell": "bash"}
 PARSE = {"toml", "json"}
@@ -225,7 +224,6 @@ def test_the_hardware_command_prints_each_skip_reason():
 
     commands = re.findall(r"`([^`]*pytest -m hardware[^`]*)`", README.read_text())
     assert commands, "README.md documents no hardware-suite command (`... pytest -m hardware ...`)"
-    sys.path.insert(0, str(ROOT / "tests"))
     import test_hardware
 
     if test_hardware.DEVICE is not None:
