@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ARGS = ["benchmark", "./relu-build", "--iterations", "2", "--warmup", "1"]  # small counts: the emulator is slow
 CALLS_PER_WORKLOAD = 1 + 1 + 1 + 2  # setup's path check, the verify run, warm-up, iterations
 

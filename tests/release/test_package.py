@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PKG = ROOT / "torch-ext" / "relu_flydsl"
 
 import build_variant

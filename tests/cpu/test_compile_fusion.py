@@ -18,7 +18,7 @@ import torch
 from torch import nn
 from torch._inductor.utils import run_and_get_code
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 import relu_flydsl
 from relu_flydsl import _relu, layers
@@ -229,7 +229,7 @@ def test_kernelized_layer_fuses_like_nn_relu(baseline, variant, mode_name):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return torch.relu(x)
 
-    # device "cpu": see tests/test_integration.py::test_kernelize_replaces_forward_with_built_variant
+    # device "cpu": see tests/cpu/test_integration.py::test_kernelize_replaces_forward_with_built_variant
     mapping = {"ReLU": {"cpu": LocalLayerRepository(variant, layer_name="ReLU")}}
     variant_id = json.loads((variant / "metadata.json").read_text())["id"]
     kind = "training" if Mode.TRAINING in mode else "inference"

@@ -2,7 +2,7 @@
 specifies relu (its departures from the bit rule are notes, wrong values, |x|, zeros, sign flips,
 dropped NaNs, are refused); the size curve, where each rung crosses torch, the timing method per
 size; each timing window's own kernel-path counts; the baseline and gpu modes end to end, the
-cross-check and the report. The rungs' bit-rule gate is tested in tests/test_benchmarks.py."""
+cross-check and the report. The rungs' bit-rule gate is tested in tests/release/test_benchmarks.py."""
 
 import json
 import math
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 from benchmarks import relu_semantics as rs
 from benchmarks.ladder import __main__ as cli
 from benchmarks.ladder import cases as cases_mod

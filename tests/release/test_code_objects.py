@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 from flash_relu_rocm import build, plan
 from flash_relu_rocm.dtypes import ELEMENT_BYTES

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 import vgpu_support as S
 
 pytestmark = pytest.mark.vgpu
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 

@@ -6,7 +6,7 @@ torch presenting a ROCm build so the file's own machine check passes), and run w
 stand-in kernel whose relu() is torch's and whose dispatch_stats() says which path it
 claims: the fair-reference rule (verify_ writes into a buffer preallocated in setup, the
 upstream mirror allocates on both sides) and the refusal to time a fallback are checked on
-CPU in a second. The real CLI on the virtual gfx950 is tests/test_kernels_cli.py. The
+CPU in a second. The real CLI on the virtual gfx950 is tests/release/test_kernels_cli.py. The
 harness's median / GB/s / ratio / report logic is tested on fake timings.
 """
 
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 from benchmarks import relu_semantics as rs
 from benchmarks.ladder import __main__ as cli
 from benchmarks.ladder import cases as cases_mod
