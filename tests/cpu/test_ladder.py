@@ -17,9 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 from benchmarks import relu_semantics as rs
 from benchmarks.ladder import __main__ as cli
 from benchmarks.ladder import cases as cases_mod
-from benchmarks.ladder import checks, gpu, nogpu, report, timing
-from flash_relu_rocm.dtypes import ELEMENT_BYTES
-from flash_relu_rocm.registry import RUNGS
+from benchmarks.ladder import checks, gpu, report, timing
 
 DTYPES = ["float32", "float16", "bfloat16"]
 SMALL = (1, 7, 8, 1000, 4257)

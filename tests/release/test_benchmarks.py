@@ -23,7 +23,6 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
-from benchmarks import relu_semantics as rs
 from benchmarks.ladder import __main__ as cli
 from benchmarks.ladder import cases as cases_mod
 from benchmarks.ladder import checks, gpu, nogpu, report, timing
