@@ -219,7 +219,7 @@ def test_kernelize_replaces_forward_with_built_variant(built_variant):
     assert fwd.__qualname__ == "ReLU.forward" and fwd.__module__.endswith(".layers")
     # The variant's module (named by its metadata id). kernels caches imported
     # variants by that name, so an identical build loaded by another test in
-    # this session may serve it: compare identity by id, not by folder.
+    # this pytest run may serve it: compare identity by id, not by folder.
     variant_id = json.loads((variant / "metadata.json").read_text())["id"]
     assert fwd.__module__ == f"{variant_id}.layers"
     assert fwd.__code__.co_filename.endswith("build/torch-rocm/layers.py")
