@@ -6,9 +6,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-for p in (ROOT, ROOT / "torch-ext", ROOT / "tools"):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
 
 
 def pytest_configure(config):

@@ -9,7 +9,7 @@ some NaN payloads (bf16 NaN -> 0xFFFF for large tensors, f16 signalling NaNs
 quieted); torch 2.11 on an NVIDIA H200 turns -0.0 into +0.0; on MI350X the
 reference post, "Beating torch.relu with FlyDSL: A Hands-On Guide to
 Bandwidth-Bound Kernels", reports -0.0 kept (not verified here;
-tests/test_hardware.py records it). So kernel results are compared with this rule, never with
+tests/hardware/test_hardware.py records it). So kernel results are compared with this rule, never with
 torch.relu bit for bit.
 
 The dtype facts (width, integer view, NaN boundary, special values) come from

@@ -86,7 +86,8 @@ def assert_exact_grids(launches):
     numel being the launch's own X numel argument, vec/block/unroll read from the
     kernel's name. Nothing else sees an over-launch: the predicate (v1-v3) or the
     descriptor (v4/v5) masks the excess blocks, so values and memory stay right
-    until an index overflows int32 (the ladder post's case 2)."""
+    until an index overflows int32 (case 2 of the reference post,
+    "Beating torch.relu with FlyDSL: A Hands-On Guide to Bandwidth-Bound Kernels")."""
     bad = []
     for r in launches:
         if not r.kernel.startswith("relu_"):
@@ -163,7 +164,7 @@ def session_summary():
 
     emu = sys.modules.get("vgpu.emulator")
     if emu is None or not getattr(emu, "KERNELS", None):
-        return []  # the virtual device did not run in this session
+        return []  # the virtual device did not run in this pytest run
     want = planner_kernels()
     ran = executed_kernels()
     missing = [k for k in want if k not in ran]

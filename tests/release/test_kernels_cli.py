@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ARGS = ["benchmark", "./relu-build", "--iterations", "2", "--warmup", "1"]  # small counts: the emulator is slow
 CALLS_PER_WORKLOAD = 1 + 1 + 1 + 2  # setup's path check, the verify run, warm-up, iterations
 
@@ -26,7 +26,6 @@ CALLS_PER_WORKLOAD = 1 + 1 + 1 + 2  # setup's path check, the verify run, warm-u
 @pytest.fixture(scope="module")
 def work(tmp_path_factory):
     """A folder holding a fresh relu-build/, the CLI's working directory."""
-    sys.path.insert(0, str(ROOT / "tools"))
     import build_variant
 
     d = tmp_path_factory.mktemp("cli")

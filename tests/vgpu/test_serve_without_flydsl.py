@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 pytestmark = pytest.mark.vgpu
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 CHILD = textwrap.dedent(r"""
     import json, os, shutil, sys

@@ -8,17 +8,15 @@ import functools
 import shlex
 import subprocess
 import re
-import sys
 import types
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
+ROOT = Path(__file__).resolve().parents[2]
 
-import release  # noqa: E402
-from huggingface_hub import HfApi, hf_api  # noqa: E402
+import release
+from huggingface_hub import HfApi, hf_api
 
 VERSION = int(release.build_variant.read_build_toml()["general"]["version"])
 BRANCH = f"v{VERSION}"

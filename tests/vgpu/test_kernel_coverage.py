@@ -12,7 +12,6 @@ the allocations, every access naturally aligned). The terminal summary's
 """
 
 import pytest
-import torch
 
 import vgpu_support as S
 

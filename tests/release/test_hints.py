@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 SKIP_DIRS = {".git", ".venv", "tests", "releases", "results", "relu-build", "build", "__pycache__"}
 

@@ -5,7 +5,6 @@ exactly once, sentinel guards intact, the input unchanged, and no access outside
 the registered allocations (the device records any; the fixture fails the test).
 """
 
-import numpy as np
 import pytest
 import torch
 

@@ -19,14 +19,11 @@ from pathlib import Path
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-for p in (ROOT, ROOT / "torch-ext"):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
+ROOT = Path(__file__).resolve().parents[2]
 
-import relu_flydsl  # noqa: E402
-from relu_flydsl import _dispatch, _ops, layers  # noqa: E402
-from relu_flydsl._relu import _relu_op, _relu_out_op  # noqa: E402
+import relu_flydsl
+from relu_flydsl import _dispatch, _ops, layers
+from relu_flydsl._relu import _relu_op, _relu_out_op
 
 CHILD_ENV = "RELU_FLYDSL_NOOP_CHILD"
 IN_CHILD = os.environ.get(CHILD_ENV) == "1"
@@ -79,7 +76,7 @@ class _Model(torch.nn.Module):
 
 # Compiled graphs take torch's relu by default and the kernel op with
 # RELU_FLYDSL_COMPILE=op; both must trace fullgraph, dynamic, without recompiles.
-# What Inductor makes of each is measured in tests/test_compile_fusion.py.
+# What Inductor makes of each is measured in tests/cpu/test_compile_fusion.py.
 @pytest.fixture(params=["torch", "op"])
 def compile_mode(request, monkeypatch):
     monkeypatch.setenv("RELU_FLYDSL_COMPILE", request.param)
@@ -171,7 +168,7 @@ def test_layer_flags_are_truthful():
     layers.ReLU()(x).sum().backward()
     assert torch.equal(x.grad, (x.detach() > 0).to(x.dtype))
     # can_torch_compile: compiles without graph breaks, forward and backward,
-    # whichever path RELU_FLYDSL_COMPILE picks (tests/test_compile_fusion.py: Inductor fuses it)
+    # whichever path RELU_FLYDSL_COMPILE picks (tests/cpu/test_compile_fusion.py: Inductor fuses it)
     for mode in ("torch", "op"):
         torch._dynamo.reset()
         with pytest.MonkeyPatch.context() as mp:
@@ -222,7 +219,7 @@ def test_kernelize_replaces_forward_with_built_variant(built_variant):
     assert fwd.__qualname__ == "ReLU.forward" and fwd.__module__.endswith(".layers")
     # The variant's module (named by its metadata id). kernels caches imported
     # variants by that name, so an identical build loaded by another test in
-    # this session may serve it: compare identity by id, not by folder.
+    # this pytest run may serve it: compare identity by id, not by folder.
     variant_id = json.loads((variant / "metadata.json").read_text())["id"]
     assert fwd.__module__ == f"{variant_id}.layers"
     assert fwd.__code__.co_filename.endswith("build/torch-rocm/layers.py")
@@ -294,7 +291,7 @@ def noop_device(request, monkeypatch):
     monkeypatch.delenv("RELU_FLYDSL_DISABLE", raising=False)
     monkeypatch.delenv("RELU_FLYDSL_RUNG", raising=False)
     # The no-op device computes nothing, so no first-use canary can pass on it
-    # (canaries are tested on the virtual gfx950, tests/test_canary.py).
+    # (canaries are tested on the virtual gfx950, tests/vgpu/test_canary.py).
     monkeypatch.setenv("RELU_FLYDSL_CANARY", "0")
     _dispatch.STATE.reset()
     lib.noop_hip_reset()

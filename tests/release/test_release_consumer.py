@@ -28,23 +28,21 @@ import hashlib
 import json
 import os
 import socket
-import sys
 import types
 from pathlib import Path
 
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
+ROOT = Path(__file__).resolve().parents[2]
 
-import build_variant  # noqa: E402
-import release  # noqa: E402
+import build_variant
+import release
 
-import kernels  # noqa: E402
-import kernels.resolver  # noqa: E402
-from huggingface_hub import constants  # noqa: E402
-from huggingface_hub.file_download import repo_folder_name  # noqa: E402
+import kernels
+import kernels.resolver
+from huggingface_hub import constants
+from huggingface_hub.file_download import repo_folder_name
 
 _k = build_variant.kernels_private()  # kernels' private lock-file types, through the one module that uses them
 KernelDependency, KernelLock, KernelLocks, KernelVersion = _k.KernelDependency, _k.KernelLock, _k.KernelLocks, _k.KernelVersion
@@ -211,11 +209,7 @@ def test_tampered_file_in_the_cache_is_detected(monkeypatch, built, tmp_path):
     assert variant == storage / "snapshots" / commit / "build" / "torch-rocm"
     monkeypatch.undo()  # the check itself needs no fake ROCm
 
-    sys.path.insert(0, str(ROOT / "torch-ext"))
-    try:
-        from relu_flydsl._verify import VariantVerificationError, verify_digest
-    finally:
-        sys.path.remove(str(ROOT / "torch-ext"))
+    from relu_flydsl._verify import VariantVerificationError, verify_digest
 
     assert verify_digest(variant) == manifest["digest_fingerprint"]
     assert verify_digest(variant, expected=manifest["digest_fingerprint"]) == manifest["digest_fingerprint"]

@@ -18,7 +18,7 @@ before its opening fence (invisible on GitHub and the Hub):
                                      are this suite itself). REASON is required.
     <!-- test: hub -->               run (python) on a simulated ROCm gfx950 machine with
                                      the current release (build.toml's version) already in an offline
-                                     HF cache (laid out as tests/test_release_consumer.py
+                                     HF cache (laid out as tests/release/test_release_consumer.py
                                      does, from a fresh build), in a folder holding a
                                      kernels.lock that pins it; tensors stay on the CPU, so
                                      relu() takes its torch fallback (`device="cuda"` in
@@ -46,9 +46,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 README = Path(os.environ.get("RELU_FLYDSL_README", ROOT / "README.md"))
-sys.path.insert(0, str(ROOT / "tools"))
 
 RUN = {"python": "python", "py": "python", "bash": "bash", "sh": "bash", "shell": "bash"}
 PARSE = {"toml", "json"}
@@ -167,7 +166,7 @@ def hub_dir(tmp_path_factory):
 
 
 # Run before a `hub` block: what kernels' loader reads to pick the torch-rocm build and
-# check its arch (as tests/test_release_consumer.py), and no sockets.
+# check its arch (as tests/release/test_release_consumer.py), and no sockets.
 HUB_PRELUDE = """
 import socket as _socket, types as _types, torch
 torch.version.hip = "7.0.51831"
@@ -225,7 +224,6 @@ def test_the_hardware_command_prints_each_skip_reason():
 
     commands = re.findall(r"`([^`]*pytest -m hardware[^`]*)`", README.read_text())
     assert commands, "README.md documents no hardware-suite command (`... pytest -m hardware ...`)"
-    sys.path.insert(0, str(ROOT / "tests"))
     import test_hardware
 
     if test_hardware.DEVICE is not None:
@@ -237,5 +235,5 @@ def test_the_hardware_command_prints_each_skip_reason():
                            capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, f"`{command}` exited {r.returncode}:\n{r.stdout[-2000:]}{r.stderr[-1000:]}"
         reason = f"needs a gfx950 GPU (MI350X/MI355X): {test_hardware.WHY}"
-        assert re.search(r"SKIPPED \[\d+\] tests/test_hardware\.py:\d+: " + re.escape(reason), r.stdout), (
+        assert re.search(r"SKIPPED \[\d+\] tests/hardware/test_hardware\.py:\d+: " + re.escape(reason), r.stdout), (
             f"`{command}` does not print why the hardware tests were skipped ({reason!r}):\n{r.stdout[-1500:]}")

@@ -6,7 +6,7 @@ reported as SKIPPED with the reason, which `-ra` prints in the summary
 CPU-only build` or `... a CUDA 13.0 build, not ROCm, GPU: <name>`; `-v` alone cuts
 it short). On a gfx950 machine, and anywhere else to see why it is skipped:
 
-    .venv/bin/python -m pytest -m hardware -ra tests/test_hardware.py
+    .venv/bin/python -m pytest -m hardware -ra tests/hardware/test_hardware.py
 
 The kernels' rule is `y = +0.0 if x < 0 else x` on the bits: NaN payloads,
 +-inf, -0.0 and denormals pass through. Checks, as in the reference post "Beating
@@ -23,7 +23,6 @@ it observes and never fails on torch's choices.
 """
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -33,8 +32,7 @@ import relu_flydsl
 from flash_relu_rocm.registry import RUNGS
 from reference import assert_relu_bits, special_values
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-import relu_semantics  # noqa: E402 - pure torch: the observation of torch.relu on a device
+from benchmarks import relu_semantics  # pure torch: the observation of torch.relu on a device
 
 
 def _gfx950_device():
@@ -114,7 +112,7 @@ def test_observe_torch_relu(record_property, capsys):
     JUnit properties) and printed. An observation: torch's choices here never fail it."""
     doc = relu_semantics.observe_torch(DEVICE)
     text = relu_semantics.format_observation(doc)
-    out = Path(__file__).resolve().parent.parent / "results"
+    out = Path(__file__).resolve().parents[2] / "results"
     out.mkdir(exist_ok=True)
     (out / "torch_relu_observed.json").write_text(json.dumps(doc, indent=2) + "\n")
     for op, obs in doc["ops"].items():

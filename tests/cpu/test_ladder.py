@@ -2,7 +2,7 @@
 specifies relu (its departures from the bit rule are notes, wrong values, |x|, zeros, sign flips,
 dropped NaNs, are refused); the size curve, where each rung crosses torch, the timing method per
 size; each timing window's own kernel-path counts; the baseline and gpu modes end to end, the
-cross-check and the report. The rungs' bit-rule gate is tested in tests/test_benchmarks.py."""
+cross-check and the report. The rungs' bit-rule gate is tested in tests/release/test_benchmarks.py."""
 
 import json
 import math
@@ -13,14 +13,11 @@ from pathlib import Path
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from benchmarks import relu_semantics as rs  # noqa: E402
-from benchmarks.ladder import __main__ as cli  # noqa: E402
-from benchmarks.ladder import cases as cases_mod  # noqa: E402
-from benchmarks.ladder import checks, gpu, nogpu, report, timing  # noqa: E402
-from flash_relu_rocm.dtypes import ELEMENT_BYTES  # noqa: E402
-from flash_relu_rocm.registry import RUNGS  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
+from benchmarks import relu_semantics as rs
+from benchmarks.ladder import __main__ as cli
+from benchmarks.ladder import cases as cases_mod
+from benchmarks.ladder import checks, gpu, report, timing
 
 DTYPES = ["float32", "float16", "bfloat16"]
 SMALL = (1, 7, 8, 1000, 4257)
@@ -173,8 +170,7 @@ def test_cases_need_no_kernels(monkeypatch):
     the harness's cases need neither `kernels` nor benchmark.py."""
     kernels = pytest.importorskip("kernels", reason="kernels not installed: benchmark.py cannot be imported to compare")
     del kernels
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import benchmark
+    from benchmarks import benchmark
 
     from flash_relu_rocm import workloads
 
@@ -182,7 +178,7 @@ def test_cases_need_no_kernels(monkeypatch):
     # the source tree's, or the built variant's copy of it)
     assert Path(benchmark._tables.workloads.__file__).read_bytes() == Path(workloads.__file__).read_bytes()
     assert benchmark.POST_SHAPES == workloads.POST_SHAPES and benchmark.CACHE_BAND_SHAPES == workloads.CACHE_BAND_SHAPES
-    for name in ("kernels", "kernels.benchmark", "benchmark"):
+    for name in ("kernels", "kernels.benchmark", "benchmarks.benchmark"):
         monkeypatch.setitem(sys.modules, name, None)  # any import of them now fails
     assert len(cases_mod.cases(("bfloat16", "float32"), ("shapes",))) == 8
     assert {c.shape for c in cases_mod.cases(sweeps=("band",))} == set(workloads.CACHE_BAND_SHAPES)

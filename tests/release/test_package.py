@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PKG = ROOT / "torch-ext" / "relu_flydsl"
-sys.path.insert(0, str(ROOT / "tools"))
 
-import build_variant  # noqa: E402
+import build_variant
 
 KP = build_variant._load_by_path("_kp_under_test", PKG / "_kernels_private.py")  # the one user of kernels._rust
 VERSION = int(build_variant.read_build_toml()["general"]["version"])

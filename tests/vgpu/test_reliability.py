@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 import vgpu_support as S
 
 pytestmark = pytest.mark.vgpu
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
@@ -481,7 +481,8 @@ def test_kill_switch_and_forced_rung_act_at_run_time(vgpu, monkeypatch):
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("n", [1, 4257, 20000, 65536])
 def test_v3_unroll_machinery_is_exact(vgpu, dtype, n):
-    """The registry ships v3 at unroll 1 (the post's sweep); the unroll path it
+    """The registry ships v3 at unroll 1 (the sweep of the reference post,
+    "Beating torch.relu with FlyDSL: A Hands-On Guide to Bandwidth-Bound Kernels"); the unroll path it
     swept must still be correct: v3 at unroll 4, compiled here (it is not
     shipped), planned and launched through the package's launch function."""
     import dataclasses

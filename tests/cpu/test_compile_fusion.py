@@ -18,13 +18,10 @@ import torch
 from torch import nn
 from torch._inductor.utils import run_and_get_code
 
-ROOT = Path(__file__).resolve().parent.parent
-for p in (ROOT, ROOT / "torch-ext"):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
+ROOT = Path(__file__).resolve().parents[2]
 
-import relu_flydsl  # noqa: E402
-from relu_flydsl import _relu, layers  # noqa: E402
+import relu_flydsl
+from relu_flydsl import _relu, layers
 
 _KERNEL_CALL = re.compile(r"^\s+(cpp_fused_\w+)\(", re.M)
 # a call of any build's op (the namespace carries the build id), not a comment
@@ -232,7 +229,7 @@ def test_kernelized_layer_fuses_like_nn_relu(baseline, variant, mode_name):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return torch.relu(x)
 
-    # device "cpu": see tests/test_integration.py::test_kernelize_replaces_forward_with_built_variant
+    # device "cpu": see tests/cpu/test_integration.py::test_kernelize_replaces_forward_with_built_variant
     mapping = {"ReLU": {"cpu": LocalLayerRepository(variant, layer_name="ReLU")}}
     variant_id = json.loads((variant / "metadata.json").read_text())["id"]
     kind = "training" if Mode.TRAINING in mode else "inference"

@@ -19,7 +19,7 @@ import relu_flydsl
 
 transformers = pytest.importorskip("transformers", reason="transformers is not installed (requirements.txt pins it)")
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SECTION = "## Use it in transformers"
 FUNCTION = "use_flydsl_relu"
 

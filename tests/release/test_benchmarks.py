@@ -6,7 +6,7 @@ torch presenting a ROCm build so the file's own machine check passes), and run w
 stand-in kernel whose relu() is torch's and whose dispatch_stats() says which path it
 claims: the fair-reference rule (verify_ writes into a buffer preallocated in setup, the
 upstream mirror allocates on both sides) and the refusal to time a fallback are checked on
-CPU in a second. The real CLI on the virtual gfx950 is tests/test_kernels_cli.py. The
+CPU in a second. The real CLI on the virtual gfx950 is tests/release/test_kernels_cli.py. The
 harness's median / GB/s / ratio / report logic is tested on fake timings.
 """
 
@@ -22,14 +22,12 @@ from pathlib import Path
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from benchmarks import relu_semantics as rs  # noqa: E402
-from benchmarks.ladder import __main__ as cli  # noqa: E402
-from benchmarks.ladder import cases as cases_mod  # noqa: E402
-from benchmarks.ladder import checks, gpu, nogpu, report, timing  # noqa: E402
-from flash_relu_rocm.dtypes import ELEMENT_BYTES  # noqa: E402
-from flash_relu_rocm.registry import RUNGS  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
+from benchmarks.ladder import __main__ as cli
+from benchmarks.ladder import cases as cases_mod
+from benchmarks.ladder import checks, gpu, nogpu, report, timing
+from flash_relu_rocm.dtypes import ELEMENT_BYTES
+from flash_relu_rocm.registry import RUNGS
 
 TEST_ROW_DIVISOR = 1 << 20  # every shape becomes 1 row: the rules checked here do not depend on size
 EXPECTED_CLASSES = {"ReluBenchmark", "ReluDtypeBenchmark", "ReluLadderBenchmark", "ReluCacheBandBenchmark"}
@@ -57,7 +55,8 @@ def discovered(build_dir):
 
 
 def _workload_count(module):
-    """Upstream's 2, every served dtype and every rung at the post's 4 shapes, the band's 7 x 2."""
+    """Upstream's 2, every served dtype and every rung at the 4 shapes of the reference post
+    ("Beating torch.relu with FlyDSL: A Hands-On Guide to Bandwidth-Bound Kernels"), the band's 7 x 2."""
     return (2 + len(module.DTYPES) * len(module.POST_SHAPES) + len(module.RUNG_NAMES) * len(module.POST_SHAPES)
             + len(module.CACHE_BAND_SHAPES) * len(module.CACHE_BAND_RUNGS))
 

@@ -14,13 +14,11 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tools"))
+ROOT = Path(__file__).resolve().parents[2]
 
-from flash_relu_rocm import build, plan  # noqa: E402
-from flash_relu_rocm.dtypes import ELEMENT_BYTES  # noqa: E402
-from flash_relu_rocm.registry import DTYPES, RUNGS  # noqa: E402
+from flash_relu_rocm import build, plan
+from flash_relu_rocm.dtypes import ELEMENT_BYTES
+from flash_relu_rocm.registry import DTYPES, RUNGS
 
 OBJECTS = build.OBJECTS_DIR
 ENTRY_KEYS = {"rung", "dtype", "vec", "block", "file", "symbol", "kernarg_size", "args", "sha256"}
