@@ -18,7 +18,7 @@ The facts this module is built on:
     payloads kept. The CUDA clamp kernel is `_isnan(v) ? v : ::max(v, 0)`; ROCm builds
     compile the same source.
   - AMD MI350X: the reference post ("Beating torch.relu with FlyDSL: A Hands-On Guide to
-    Bandwidth-Bound Kernels") reports -0.0 kept. Not checked here: tests/test_hardware.py's
+    Bandwidth-Bound Kernels") reports -0.0 kept. Not checked here: tests/hardware/test_hardware.py's
     observation test records what the user's ROCm torch does.
 - So the torch baseline is checked as torch's relu is specified: values equal with +0.0 and -0.0
   counted equal, NaN exactly where the input is NaN (guards and input are the caller's checks).

@@ -4,7 +4,7 @@ textual patch to a COPY of the package, run through the copy's public relu()
 on the virtual gfx950 with the same checks the vgpu suites apply. Then
 dispatch, planner and hot-path mutants (DISPATCH_MUTANTS: edits a reviewer
 hunting for untested lines would try), each run against the scenarios of
-tests/test_hot_path.py until the first one fails.
+tests/vgpu/test_hot_path.py until the first one fails.
 
 A copy is `torch-ext/relu_flydsl/` with `flash_relu_rocm/` resolved, written to
 a temporary folder under its own package name (and its own torch.library

@@ -11,7 +11,7 @@ writes and the package ships) and disassembles them with LLVM 22's
 llvm-objdump; it refuses objects that are missing or stale (built from other
 sources or another toolchain): run `.venv/bin/python -m flash_relu_rocm.build`
 first. Pending dtypes have no shipped objects yet: they are built into a temporary
-folder by the same build function. No GPU needed. tests/test_isa.py checks
+folder by the same build function. No GPU needed. tests/vgpu/test_isa.py checks
 each rung's defining property on the same parse.
 
 "relu VALU/16B" counts the VALU instructions on the data path (those reading,

@@ -28,7 +28,7 @@ sys.argv = ["kernels", "benchmark", "./relu-build"], in a process where:
 Timings printed here are the emulator's, not a GPU's. At the end it prints every loaded
 variant's dispatch_stats() and the device's launch count, and exits non-zero when the
 CLI failed, any call fell back to torch, or the device recorded an error or an invalid
-memory access. tests/test_kernels_cli.py runs it in CI.
+memory access. tests/release/test_kernels_cli.py runs it in CI.
 """
 
 import functools

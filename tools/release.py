@@ -27,7 +27,7 @@ N is build.toml's [general] version (the single source). Steps:
 --dry-run prints the operations those calls make, computed with huggingface_hub's
 own pattern filter (`filter_repo_objects`) and the same patterns; the files that
 delete_patterns removes are known only at upload time (they depend on the branch).
-tests/test_release_tool.py runs the real upload_folder against a recording HfApi
+tests/release/test_release_tool.py runs the real upload_folder against a recording HfApi
 and checks it sends exactly what --dry-run printed.
 """
 

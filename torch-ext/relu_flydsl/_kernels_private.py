@@ -13,7 +13,7 @@ relative imports), without importing the package and torch.
 
 `load()` returns the classes or raises KernelsPrivateAPIChanged naming what is
 missing; `check()` also exercises every call we make on a scratch variant.
-tests/test_package.py runs `check()`, so a kernels upgrade that changes them
+tests/release/test_package.py runs `check()`, so a kernels upgrade that changes them
 fails there, with that message, instead of deep inside a tool.
 """
 

@@ -158,7 +158,7 @@ def _compile_uses_op() -> bool:
 # torch.compiler.assume_constant_result(_compile_uses_op): dynamo calls it for real
 # at trace time and the graph keeps the answer. The decorator imports torch._dynamo
 # (~1 s) at package import; all it does is set this mark (checked by
-# tests/test_compile_fusion.py against the installed torch).
+# tests/cpu/test_compile_fusion.py against the installed torch).
 _compile_uses_op._dynamo_marked_constant = True
 
 
