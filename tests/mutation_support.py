@@ -1,22 +1,31 @@
 """The mutation check: the ladder post's four ways a kernel passed an output
 check and was still wrong, plus an off-by-one predicate, each applied as a
-textual patch to a COPY of the package, run through the copy's public relu()
-on the virtual gfx950 with the same checks the vgpu suites apply. Then
-dispatch, planner and hot-path mutants (DISPATCH_MUTANTS: edits a reviewer
-hunting for untested lines would try), each run against the scenarios of
-tests/vgpu/test_hot_path.py until the first one fails.
+patch to a COPY of the package, run through the copy's public relu() on the
+virtual gfx950 with the same checks the vgpu suites apply. Then dispatch,
+planner and hot-path mutants (DISPATCH_MUTANTS: edits a reviewer hunting for
+untested lines would try), each run against the scenarios of
+tests/vgpu/test_hot_path.py until the first one fails. Then check mutants
+(CHECK_MUTANTS): a check of the tree weakened in place, one real test run.
 
 A copy is `torch-ext/relu_flydsl/` with `flash_relu_rocm/` resolved, written to
 a temporary folder under its own package name (and its own torch.library
 namespace), so the real tree is never touched and the real package stays
-loaded beside it. Every patch must match its source text exactly once: a
-refactor that makes a patch miss fails loudly instead of testing unmutated code.
+loaded beside it.
+
+Patches are anchored by meaning: a function named by its qualified name and,
+inside it, a snippet compared as a syntax tree (ast_patch), so reformatting,
+comments or a moved line do not retire a mutant. A patch whose function is
+gone, or whose snippet does not match the expected number of times, fails the
+run loudly instead of testing unmutated code.
 """
 
+import ast
 import importlib
+import inspect
 import re
 import shutil
 import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,143 +37,112 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "torch-ext" / "relu_flydsl"
 
 
-@dataclass(frozen=True)
-class Mutant:
-    name: str
-    post: str       # where the ladder post describes it
-    patches: tuple  # (file inside the package, exact old text, new text)
-    kill: tuple = ()  # test_hot_path scenarios to run (first failure catches); () = the kernel cases
-    rebuild: tuple = ()  # rungs whose code objects the copy rebuilds from its patched source
+# ---- anchors by meaning ----------------------------------------------------
+# An AST patch names a function by its qualified name ("Canary.__init__",
+# "build.relu_v1_naive" for a nested kernel, or a module constant) and the code
+# to change by a snippet that is parsed and compared as a syntax tree
+# (positions ignored). The snippet must match the stated number of times in
+# that function (once unless said), and the function must exist, or the run fails.
+def _dump(node) -> str:
+    return ast.dump(node, annotate_fields=True, include_attributes=False)
 
 
-_PLAN_VEC = "    vec = pick_vec(numel, dtype, rung.max_vec(dtype), x_addr, y_addr)\n"
-MUTANTS = (
-    Mutant(
-        "straddling-predicate", "case 1: one predicate bit covers an 8-element vector straddling the end",
-        (("flash_relu_rocm/plan.py", _PLAN_VEC,
-          "    vec = rung.max_vec(dtype) if not rung.buffer else pick_vec(numel, dtype, rung.max_vec(dtype), x_addr, y_addr)\n"),),
-    ),
-    Mutant(
-        "over-launch", "case 2: (numel + block*vec - 1) // block*vec, 64x the blocks for bf16",
-        (("flash_relu_rocm/plan.py", "        launches.append(Launch(start, n, -(-n // tile)))\n",
-          "        launches.append(Launch(start, n, (n + rung.block * vec - 1) // rung.block * vec))\n"),),
-    ),
-    Mutant(
-        "max-size-default", "case 3a: make_buffer_tensor's max_size left at True (num_records 0xFFFFFFFF)",
-        (("flash_relu_rocm/v4_buffer.py", "make_buffer_tensor(X, max_size=False)", "make_buffer_tensor(X)"),
-         ("flash_relu_rocm/v4_buffer.py", "make_buffer_tensor(Y, max_size=False)", "make_buffer_tensor(Y)")),
-        rebuild=("v4", "v5"),
-    ),
-    Mutant(
-        "buffer-straddle", "case 3b: buffer rungs without the vector-width rule",
-        (("flash_relu_rocm/plan.py", _PLAN_VEC,
-          "    vec = rung.max_vec(dtype) if rung.buffer else pick_vec(numel, dtype, rung.max_vec(dtype), x_addr, y_addr)\n"),),
-    ),
-    Mutant(
-        "off-by-one", "not in the post: v1's in-bounds test `<` -> `<=`",
-        (("flash_relu_rocm/v1_naive.py", "in_bounds[0] = bid * block + tid < numel",
-          "in_bounds[0] = bid * block + tid <= numel"),),
-        rebuild=("v1",),
-    ),
-)
+def _is_expr(snippet: str) -> bool:
+    try:
+        ast.parse(textwrap.dedent(snippet).strip("\n"), mode="eval")
+    except SyntaxError:
+        return False
+    return True
 
 
-def _m(name, why, rel, old, new, kill):
-    return Mutant(name, why, ((rel, old, new),), (kill,))
+def _pattern(snippet: str, stmts: bool = False):
+    """('expr', node) or ('stmts', [nodes]) for a source snippet (statements
+    when `stmts`: a call replaced by `pass` is a statement, not an expression)."""
+    text = textwrap.dedent(snippet).strip("\n")
+    if stmts:
+        return "stmts", ast.parse(text).body
+    try:
+        return "expr", ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return "stmts", ast.parse(text).body
 
 
-_D, _L, _O, _S, _P = "_dispatch.py", "_launch.py", "_objects.py", "_state.py", "flash_relu_rocm/plan.py"
-# Each patch anchors on a short, stable piece of text; when a refactor removes
-# it, make_copy fails loudly (update the anchor, keep the mutant).
-DISPATCH_MUTANTS = (
-    _m("hot-overlap-in-elements", "fast path: overlap computed in elements, not bytes",
-       _D, "nbytes = numel * entry.esize", "nbytes = numel", "overlap_in_bytes"),
-    _m("hot-no-device-switch", "fast path: launches for a tensor not on the current device without switching there",
-       _D, "    if dev.current:\n", "    if True:\n", "other_device"),
-    _m("split-error-untaken", "launch_all: only the last launch's error of a split kept",
-       _L, "        error = error or failed\n", "        error = failed\n", "split_launch_fails_in_the_middle"),
-    _m("dense-out-accepted", "dispatcher: a dense non-contiguous out takes the kernel when x is contiguous",
-       _D, "if not (x.is_contiguous() and out.is_contiguous()):", "if not x.is_contiguous():",
-       "dense_noncontiguous_out"),
-    _m("plan-x-alignment-only", "planner: the vector width checks x's alignment, not out's",
-       _P, _PLAN_VEC, "    vec = pick_vec(numel, dtype, rung.max_vec(dtype), x_addr)\n", "misaligned_out"),
-    _m("hot-out-layout-unchecked", "fast path: out's contiguity not checked",
-       _D, "            and out.is_contiguous()\n", "", "dense_noncontiguous_out"),
-    _m("hot-x-layout-unchecked", "fast path: x's contiguity not checked",
-       _D, "            and x.is_contiguous()\n", "", "dense_noncontiguous_x"),
-    _m("hot-key-x-alignment-twice", "fast path: entry looked up with x's alignment for out too",
-       _D, "xp & 15, yp & 15", "xp & 15, xp & 15", "misaligned_out"),
-    _m("entry-key-x-alignment-twice", "dispatcher: entries keyed with x's alignment for out too",
-       _D, "numel, x_addr & 15, y_addr & 15", "numel, x_addr & 15, x_addr & 15", "misaligned_out"),
-    _m("hot-dtype-unchecked", "fast path: out's dtype not compared with x's",
-       _D, "out.dtype is dt", "True", "hostile_out_on_the_hot_path"),
-    _m("hot-shape-unchecked", "fast path: shapes not compared (same numel passes)",
-       _D, "and x.shape == out.shape", "and True", "hostile_out_on_the_hot_path"),
-    _m("hot-grad-unchecked", "fast path: x requiring grad with out= not refused",
-       _D, "and not x.requires_grad", "and True", "hostile_out_on_the_hot_path"),
-    _m("hot-env-unread", "fast path: kill switch / forced rung not re-read",
-       _D, "if (_env_get(_ENV_K0), _env_get(_ENV_K1), _env_get(_ENV_K2)) != s.env:", "if False:", "kill_switch_on_the_hot_path"),
-    _m("hot-error-swallowed", "fast path: launch error returned but not raised",
-       _D, "    if error:\n        _launch_failed(error, entry.plan, numel)", "    if False:\n        pass",
-       "hot_failed_launch"),
-    _m("hot-pointers-swapped", "fast path: x and out passed in the wrong order",
-       _D, "entry.block, xp, yp, numel, entry.grid, dev.stream)  # any rank",
-       "entry.block, yp, xp, numel, entry.grid, dev.stream)  # any rank", "overlap_in_bytes"),
-    _m("hot-default-stream", "fast path: launches on stream 0, not torch's current stream",
-       _D, "entry.grid, dev.stream)  # any rank", "entry.grid, 0)  # any rank", "overlap_in_bytes"),
-    _m("hot-uncounted", "fast path: dispatch_stats() not counted",
-       _D, "    entry.hit()\n    return True", "    return True", "overlap_in_bytes"),
-    _m("launch-return-code-dropped", "launch(): hipModuleLaunchKernel's return code dropped",
-       _L, "        _hip.clear_last_error()\n    return err\n", "        _hip.clear_last_error()\n    return 0\n",
-       "first_launch_fails"),
-    _m("launch-error-left-pending", "launch(): a failed launch's error not taken (hipGetLastError)",
-       _L, "    if err:\n        _hip.clear_last_error()\n    return err\n", "    return err\n", "hot_failed_launch"),
-    _m("launch-error-unraised", "dispatcher: a launch error not raised",
-       _D, "    if error:\n        _launch_failed(error, p, sum(", "    if False:\n        _launch_failed(error, p, sum(",
-       "layer_failed_launch"),
-    _m("split-offset-in-elements", "launch_all: a split chunk's offset in elements, not bytes",
-       _L, "offset = chunk.start * esize", "offset = chunk.start", "split_launch_fails_in_the_middle"),
-    _m("split-entry-on-hot-path", "dispatcher: split plans handed to the fast path (single-launch only)",
-       _D, "if entry.single:  # served by the fast path", "if True:  # served by the fast path",
-       "split_launch_fails_in_the_middle"),
-    _m("hot-key-without-device", "fast path: entries looked up without the tensor's device",
-       _D, "yp & 15, dev.index))", "yp & 15, 0))", "other_device"),
-    _m("entry-key-without-device", "dispatcher: entries keyed without the device",
-       _D, "numel, x_addr & 15, y_addr & 15, device)", "numel, x_addr & 15, y_addr & 15, 0)", "other_device"),
-    _m("dispatch-no-device-switch", "dispatcher: launches for another device's tensor without switching there",
-       _D, "_on_device(info.index, info.current, _launch.launch_all,", "_on_device(info.index, True, _launch.launch_all,",
-       "other_device"),
-    _m("load-on-current-device", "first use: module loaded on the current device, not the tensor's",
-       _D, "_on_device(device, info.current, _objects.function,", "_on_device(device, True, _objects.function,",
-       "other_device"),
-    _m("hot-in-place-refused", "fast path: out=x counted as an overlap",
-       _D, "if xp != yp and xp < yp + nbytes", "if xp < yp + nbytes", "in_place"),
-    _m("hot-overlap-adjacent", "fast path: overlap test off by one (adjacent buffers refused)",
-       _D, "and yp < xp + nbytes:", "and yp <= xp + nbytes:", "overlap_in_bytes"),
-    _m("unready-entry-on-hot-path", "dispatcher: entries handed to the fast path before their kernel is ready",
-       _D, "        STATE.add_entry(key, entry)\n", "        STATE.add_entry(key, entry)\n        STATE.fast[key] = entry\n",
-       "corrupt_object"),
-    _m("sha256-unchecked", "code objects loaded without their sha256 check",
-       _O, "    if hashlib.sha256(data).hexdigest() != e.get(\"sha256\"):", "    if False:", "corrupt_object"),
-    _m("hot-out-grad-unchecked", "fast path: out requiring grad not refused",
-       _D, "and not out.requires_grad", "and True", "hostile_out_on_the_hot_path"),
-    _m("hot-any-arch", "fast path: serves any arch from a gfx950 entry",
-       _D, "if dev is None or dev.arch != SUPPORTED_ARCH:", "if dev is None:", "other_arch"),
-    _m("dispatch-any-arch", "dispatcher: the arch not checked",
-       _D, "    if info.arch != SUPPORTED_ARCH:\n", "    if False:\n", "other_arch"),
-    _m("dispatch-kill-switch-ignored", "dispatcher: RELU_FLYDSL_DISABLE not honoured",
-       _D, "if STATE.current().disabled:", "if False:", "kill_switch_on_the_hot_path"),
-    _m("fast-unbounded", "state: the entry bound clears the entries but not the fast path's",
-       _S, "                self.entries.clear()\n                self.fast.clear()\n", "                self.entries.clear()\n",
-       "entries_bounded"),
-    _m("plan-buffer-limit-in-elements", "planner: the descriptor's byte limit compared with elements",
-       _P, "ok = ok and numel * esize <= limits.max_buffer_bytes and (last_index + vec) * esize - 1",
-       "ok = ok and numel <= limits.max_buffer_bytes and (last_index + vec) - 1", "buffer_split_by_bytes"),
-)
-ALL_MUTANTS = MUTANTS + DISPATCH_MUTANTS
-UNMUTATED = Mutant("unmutated", "the copy as it is", ())
-BY_NAME = {m.name: m for m in ALL_MUTANTS + (UNMUTATED,)}
-assert len(BY_NAME) == len(ALL_MUTANTS) + 1, "mutant names must be unique"
+def find_function(tree, qualname: str):
+    """The FunctionDef (or ClassDef/Assign for a named constant) at `qualname`."""
+    scope, node = tree.body, None
+    for part in qualname.split("."):
+        node = None
+        for n in scope:
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name == part:
+                node = n
+            elif isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == part for t in n.targets):
+                node = n
+        if node is None:
+            raise AssertionError(f"mutation target {qualname!r} not found (no {part!r}): update tests/mutation_support.py")
+        scope = getattr(node, "body", [])
+    return node
+
+
+def _matches(func, snippet: str, stmts: bool = False):
+    """[(first node, last node)] of every place `snippet` occurs inside func."""
+    kind, pat = _pattern(snippet, stmts)
+    found = []
+    if kind == "expr":
+        want = _dump(pat)
+        found = [(n, n) for n in ast.walk(func) if isinstance(n, ast.expr) and _dump(n) == want]
+    else:
+        want = [_dump(p) for p in pat]
+        for n in ast.walk(func):
+            for field in ("body", "orelse", "finalbody"):
+                body = getattr(n, field, None)
+                if not isinstance(body, list) or not body or not isinstance(body[0], ast.stmt):
+                    continue
+                dumps = [_dump(s) for s in body]
+                for i in range(len(body) - len(want) + 1):
+                    if dumps[i:i + len(want)] == want:
+                        found.append((body[i], body[i + len(want) - 1]))
+    return found
+
+
+def _offset(lines, lineno, col):
+    return sum(len(l) for l in lines[:lineno - 1]) + len(lines[lineno - 1].encode()[:col].decode())
+
+
+def ast_patch(text: str, qualname: str, old: str, new: str, where: str = "", count: int = 1) -> str:
+    """`text` with the `count` occurrences of `old` inside `qualname` replaced by
+    `new` (a statement replacement is re-indented to the statement's column;
+    an expression replacement is parenthesized)."""
+    tree = ast.parse(text)
+    func = find_function(tree, qualname)
+    found = _matches(func, old, stmts=not _is_expr(new))
+    if len(found) != count:
+        raise AssertionError(f"mutation patch for {where or qualname} matches {len(found)} times in {qualname} "
+                             f"(expected exactly {count}): {old!r}; update tests/mutation_support.py")
+    lines = text.splitlines(keepends=True)
+    changed = text
+    for first, last in sorted(found, key=lambda f: (f[0].lineno, f[0].col_offset), reverse=True):
+        start = _offset(lines, first.lineno, first.col_offset)
+        end = _offset(lines, last.end_lineno, last.end_col_offset)
+        if isinstance(first, ast.stmt):
+            indent = " " * first.col_offset
+            body = textwrap.dedent(new).strip("\n") or "pass"
+            replacement = ("\n" + indent).join(body.splitlines())
+        else:
+            replacement = f"({new})"
+        changed = changed[:start] + replacement + changed[end:]
+    ast.parse(changed)  # the mutant is still Python
+    assert changed != text
+    return changed
+
+
+def apply_patch(path: Path, patch):
+    """A patch is (file, qualname, old snippet, new snippet[, count]) (AST
+    anchor) or (file, old text, new text) (text anchor)."""
+    if len(patch) == 3:
+        _replace_once(path, patch[1], patch[2])
+    else:
+        qualname, old, new, *count = patch[1:]
+        path.write_text(ast_patch(path.read_text(), qualname, old, new, path.name, *count))
 
 
 def _replace_once(path: Path, old: str, new: str):
@@ -178,6 +156,144 @@ def _replace_once(path: Path, old: str, new: str):
     path.write_text(changed)
 
 
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    post: str       # where the ladder post describes it
+    patches: tuple  # (file inside the package, qualname, old snippet, new snippet[, count]); see apply_patch
+    kill: tuple = ()  # test_hot_path scenarios to run (first failure catches); () = the kernel cases
+    rebuild: tuple = ()  # rungs whose code objects the copy rebuilds from its patched source
+
+
+_PLAN_VEC = "pick_vec(numel, dtype, rung.max_vec(dtype), x_addr, y_addr)"
+MUTANTS = (
+    Mutant(
+        "straddling-predicate", "case 1: one predicate bit covers an 8-element vector straddling the end",
+        (("flash_relu_rocm/plan.py", "plan", _PLAN_VEC, f"rung.max_vec(dtype) if not rung.buffer else {_PLAN_VEC}"),),
+    ),
+    Mutant(
+        "over-launch", "case 2: (numel + block*vec - 1) // block*vec, 64x the blocks for bf16",
+        (("flash_relu_rocm/plan.py", "plan", "-(-n // tile)", "(n + rung.block * vec - 1) // rung.block * vec"),),
+    ),
+    Mutant(
+        "max-size-default", "case 3a: make_buffer_tensor's max_size left at True (num_records 0xFFFFFFFF)",
+        (("flash_relu_rocm/v4_buffer.py", "build_buffer_kernel.relu_buffer",
+          "fx.rocdl.make_buffer_tensor(X, max_size=False)", "fx.rocdl.make_buffer_tensor(X)"),
+         ("flash_relu_rocm/v4_buffer.py", "build_buffer_kernel.relu_buffer",
+          "fx.rocdl.make_buffer_tensor(Y, max_size=False)", "fx.rocdl.make_buffer_tensor(Y)")),
+        rebuild=("v4", "v5"),
+    ),
+    Mutant(
+        "buffer-straddle", "case 3b: buffer rungs without the vector-width rule",
+        (("flash_relu_rocm/plan.py", "plan", _PLAN_VEC, f"rung.max_vec(dtype) if rung.buffer else {_PLAN_VEC}"),),
+    ),
+    Mutant(
+        "off-by-one", "not in the post: v1's in-bounds test `<` -> `<=`",
+        (("flash_relu_rocm/v1_naive.py", "build.relu_v1_naive", "bid * block + tid < numel",
+          "bid * block + tid <= numel"),),
+        rebuild=("v1",),
+    ),
+)
+
+
+def _m(name, why, rel, qualname, old, new, kill, count=1):
+    return Mutant(name, why, ((rel, qualname, old, new) + ((count,) if count != 1 else ()),), (kill,))
+
+
+_D, _L, _O, _S, _P = "_dispatch.py", "_launch.py", "_objects.py", "_state.py", "flash_relu_rocm/plan.py"
+_FAST_LAUNCH = "_launch_one(entry.function, entry.block, xp, yp, numel, entry.grid, dev.stream)"  # twice: device current or not
+DISPATCH_MUTANTS = (
+    _m("hot-overlap-in-elements", "fast path: overlap computed in elements, not bytes",
+       _D, "fast", "nbytes = numel * entry.esize", "nbytes = numel", "overlap_in_bytes"),
+    _m("hot-no-device-switch", "fast path: launches for a tensor not on the current device without switching there",
+       _D, "fast", "dev.current", "True", "other_device"),
+    _m("split-error-untaken", "launch_all: only the last launch's error of a split kept",
+       _L, "launch_all", "error = error or failed", "error = failed", "split_launch_fails_in_the_middle"),
+    _m("dense-out-accepted", "dispatcher: a dense non-contiguous out takes the kernel when x is contiguous",
+       _D, "fallback_reason", "x.is_contiguous() and out.is_contiguous()", "x.is_contiguous()",
+       "dense_noncontiguous_out"),
+    _m("plan-x-alignment-only", "planner: the vector width checks x's alignment, not out's",
+       _P, "plan", _PLAN_VEC, "pick_vec(numel, dtype, rung.max_vec(dtype), x_addr)", "misaligned_out"),
+    _m("hot-out-layout-unchecked", "fast path: out's contiguity not checked",
+       _D, "fast", "out.is_contiguous()", "True", "dense_noncontiguous_out"),
+    _m("hot-x-layout-unchecked", "fast path: x's contiguity not checked",
+       _D, "fast", "x.is_contiguous()", "True", "dense_noncontiguous_x"),
+    _m("hot-key-x-alignment-twice", "fast path: entry looked up with x's alignment for out too",
+       _D, "fast", "yp & 15", "xp & 15", "misaligned_out"),
+    _m("entry-key-x-alignment-twice", "dispatcher: entries keyed with x's alignment for out too",
+       _D, "_entry", "y_addr & 15", "x_addr & 15", "misaligned_out"),
+    _m("hot-dtype-unchecked", "fast path: out's dtype not compared with x's",
+       _D, "fast", "out.dtype is dt", "True", "hostile_out_on_the_hot_path"),
+    _m("hot-shape-unchecked", "fast path: shapes not compared (same numel passes)",
+       _D, "fast", "x.shape == out.shape", "True", "hostile_out_on_the_hot_path"),
+    _m("hot-grad-unchecked", "fast path: x requiring grad with out= not refused",
+       _D, "fast", "not x.requires_grad", "True", "hostile_out_on_the_hot_path"),
+    _m("hot-env-unread", "fast path: kill switch / forced rung not re-read",
+       _D, "fast", "(_env_get(_ENV_K0), _env_get(_ENV_K1), _env_get(_ENV_K2)) != s.env", "False",
+       "kill_switch_on_the_hot_path"),
+    _m("hot-error-swallowed", "fast path: launch error returned but not raised",
+       _D, "fast", "_launch_failed(error, entry.plan, numel)", "pass", "hot_failed_launch"),
+    _m("hot-pointers-swapped", "fast path: x and out passed in the wrong order",
+       _D, "fast", _FAST_LAUNCH, _FAST_LAUNCH.replace("xp, yp", "yp, xp"), "overlap_in_bytes", count=2),
+    _m("hot-default-stream", "fast path: launches on stream 0, not torch's current stream",
+       _D, "fast", "dev.stream", "0", "overlap_in_bytes", count=2),
+    _m("hot-uncounted", "fast path: dispatch_stats() not counted",
+       _D, "fast", "entry.hit()", "pass", "overlap_in_bytes"),
+    _m("launch-return-code-dropped", "launch(): hipModuleLaunchKernel's return code dropped",
+       _L, "launch", "return err", "return 0", "first_launch_fails"),
+    _m("launch-error-left-pending", "launch(): a failed launch's error not taken (hipGetLastError)",
+       _L, "launch", "_hip.clear_last_error()", "pass", "hot_failed_launch"),
+    _m("launch-error-unraised", "dispatcher: a launch error not raised",
+       _D, "_launch_entry", "_launch_failed(error, p, sum(c.numel for c in p.launches))", "pass",
+       "layer_failed_launch"),
+    _m("split-offset-in-elements", "launch_all: a split chunk's offset in elements, not bytes",
+       _L, "launch_all", "chunk.start * esize", "chunk.start", "split_launch_fails_in_the_middle"),
+    _m("split-entry-on-hot-path", "dispatcher: split plans handed to the fast path (single-launch only)",
+       _D, "run", "entry.single", "True", "split_launch_fails_in_the_middle"),
+    _m("hot-key-without-device", "fast path: entries looked up without the tensor's device",
+       _D, "fast", "(rung, dt, numel, xp & 15, yp & 15, dev.index)", "rung, dt, numel, xp & 15, yp & 15, 0",
+       "other_device"),
+    _m("entry-key-without-device", "dispatcher: entries keyed without the device",
+       _D, "_entry", "(rung, torch_dtype, numel, x_addr & 15, y_addr & 15, device)",
+       "rung, torch_dtype, numel, x_addr & 15, y_addr & 15, 0", "other_device"),
+    _m("dispatch-no-device-switch", "dispatcher: launches for another device's tensor without switching there",
+       _D, "_launch_entry", "info.current", "True", "other_device"),
+    _m("load-on-current-device", "first use: module loaded on the current device, not the tensor's",
+       _D, "_ready", "_on_device(device, info.current, _objects.function, rung, dtype, vec, device)",
+       "_on_device(device, True, _objects.function, rung, dtype, vec, device)", "other_device"),
+    _m("hot-in-place-refused", "fast path: out=x counted as an overlap",
+       _D, "fast", "xp != yp and xp < yp + nbytes and yp < xp + nbytes", "xp < yp + nbytes and yp < xp + nbytes",
+       "in_place"),
+    _m("hot-overlap-adjacent", "fast path: overlap test off by one (adjacent buffers refused)",
+       _D, "fast", "yp < xp + nbytes", "yp <= xp + nbytes", "overlap_in_bytes"),
+    _m("unready-entry-on-hot-path", "dispatcher: entries handed to the fast path before their kernel is ready",
+       _D, "_entry", "STATE.add_entry(key, entry)", "STATE.add_entry(key, entry)\nSTATE.fast[key] = entry",
+       "corrupt_object"),
+    _m("sha256-unchecked", "code objects loaded without their sha256 check",
+       _O, "read_verified", "hashlib.sha256(data).hexdigest() != e.get('sha256')", "False", "corrupt_object"),
+    _m("hot-out-grad-unchecked", "fast path: out requiring grad not refused",
+       _D, "fast", "not out.requires_grad", "True", "hostile_out_on_the_hot_path"),
+    _m("hot-any-arch", "fast path: serves any arch from a gfx950 entry",
+       _D, "fast", "dev is None or dev.arch != SUPPORTED_ARCH", "dev is None", "other_arch"),
+    _m("dispatch-any-arch", "dispatcher: the arch not checked",
+       _D, "fallback_reason", "info.arch != SUPPORTED_ARCH", "False", "other_arch"),
+    _m("dispatch-kill-switch-ignored", "dispatcher: RELU_FLYDSL_DISABLE not honoured",
+       _D, "fallback_reason", "STATE.current().disabled", "False", "kill_switch_on_the_hot_path"),
+    _m("fast-unbounded", "state: the entry bound clears the entries but not the fast path's",
+       _S, "DispatchState.add_entry", "self.fast.clear()", "pass", "entries_bounded"),
+    _m("plan-buffer-limit-in-elements", "planner: the descriptor's byte limit compared with elements",
+       _P, "fits_one_launch",
+       "ok and numel * esize <= limits.max_buffer_bytes and (last_index + vec) * esize - 1 <= limits.max_buffer_bytes",
+       "ok and numel <= limits.max_buffer_bytes and (last_index + vec) - 1 <= limits.max_buffer_bytes",
+       "buffer_split_by_bytes"),
+)
+ALL_MUTANTS = MUTANTS + DISPATCH_MUTANTS
+UNMUTATED = Mutant("unmutated", "the copy as it is", ())
+BY_NAME = {m.name: m for m in ALL_MUTANTS + (UNMUTATED,)}
+assert len(BY_NAME) == len(ALL_MUTANTS) + 1, "mutant names must be unique"
+TEXT_ANCHORED = [m.name for m in ALL_MUTANTS if any(len(p) == 3 for p in m.patches)]  # none today
+
+
 def make_copy(mutant: Mutant, root: Path) -> str:
     """Write the patched copy under `root` as package relu_flydsl_mut_<name>; return its name."""
     tag = re.sub(r"\W", "_", mutant.name)
@@ -189,15 +305,15 @@ def make_copy(mutant: Mutant, root: Path) -> str:
     shutil.copytree(PACKAGE, dst, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     assert not (dst / "flash_relu_rocm").is_symlink()
     # its own torch.library namespace, and the version a built variant carries
-    _replace_once(dst / "_ops.py", '_UNIQUE_ID = "dev"', f'_UNIQUE_ID = "mut_{tag}"')
+    apply_patch(dst / "_ops.py", ("_ops.py", "_UNIQUE_ID", "'dev'", f"'mut_{tag}'"))
     import relu_flydsl
 
     version = int(relu_flydsl.__version__)
-    _replace_once(dst / "_version.py", "_STAMPED = None", f"_STAMPED = {version}")  # as the build stamps it
+    apply_patch(dst / "_version.py", ("_version.py", "_STAMPED", "None", str(version)))  # as the build stamps it
     if not (dst / "metadata.json").exists():
         (dst / "metadata.json").write_text(f'{{"version": {version}}}\n')
-    for rel, old, new in mutant.patches:
-        _replace_once(dst / rel, old, new)
+    for patch in mutant.patches:
+        apply_patch(dst / patch[0], patch)
     return name
 
 
@@ -377,103 +493,6 @@ def run_scenarios(dev, pkg, mutant: Mutant, names, first_only=True) -> Result:
         if failing and first_only:
             break
     return Result(mutant, n, failing)
-
-
-# ---- anchors by meaning ----------------------------------------------------
-# An AST patch names a function by its qualified name ("Canary.__init__") and
-# the code to change by a snippet that is parsed and compared as a syntax tree
-# (positions ignored): reformatting, comments, or moving the line inside its
-# function do not retire the mutant. The snippet must match exactly once in
-# that function, and the function must exist, or the run fails.
-import ast  # noqa: E402
-import inspect  # noqa: E402
-import textwrap  # noqa: E402
-
-
-def _dump(node) -> str:
-    return ast.dump(node, annotate_fields=True, include_attributes=False)
-
-
-def _pattern(snippet: str):
-    """('expr', node) or ('stmts', [nodes]) for a source snippet."""
-    text = textwrap.dedent(snippet).strip("\n")
-    try:
-        return "expr", ast.parse(text, mode="eval").body
-    except SyntaxError:
-        return "stmts", ast.parse(text).body
-
-
-def find_function(tree, qualname: str):
-    """The FunctionDef (or ClassDef/Assign for a named constant) at `qualname`."""
-    scope, node = tree.body, None
-    for part in qualname.split("."):
-        node = None
-        for n in scope:
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name == part:
-                node = n
-            elif isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == part for t in n.targets):
-                node = n
-        if node is None:
-            raise AssertionError(f"mutation target {qualname!r} not found (no {part!r}): update tests/mutation_support.py")
-        scope = getattr(node, "body", [])
-    return node
-
-
-def _matches(func, snippet: str):
-    """[(first node, last node)] of every place `snippet` occurs inside func."""
-    kind, pat = _pattern(snippet)
-    found = []
-    if kind == "expr":
-        want = _dump(pat)
-        found = [(n, n) for n in ast.walk(func) if isinstance(n, ast.expr) and _dump(n) == want]
-    else:
-        want = [_dump(p) for p in pat]
-        for n in ast.walk(func):
-            for field in ("body", "orelse", "finalbody"):
-                body = getattr(n, field, None)
-                if not isinstance(body, list) or not body or not isinstance(body[0], ast.stmt):
-                    continue
-                dumps = [_dump(s) for s in body]
-                for i in range(len(body) - len(want) + 1):
-                    if dumps[i:i + len(want)] == want:
-                        found.append((body[i], body[i + len(want) - 1]))
-    return found
-
-
-def _offset(lines, lineno, col):
-    return sum(len(l) for l in lines[:lineno - 1]) + len(lines[lineno - 1].encode()[:col].decode())
-
-
-def ast_patch(text: str, qualname: str, old: str, new: str, where: str = "") -> str:
-    """`text` with the one occurrence of `old` inside `qualname` replaced by `new`
-    (a statement replacement is re-indented to the statement's column)."""
-    tree = ast.parse(text)
-    func = find_function(tree, qualname)
-    found = _matches(func, old)
-    if len(found) != 1:
-        raise AssertionError(f"mutation patch for {where or qualname} matches {len(found)} times in {qualname} "
-                             f"(expected exactly 1): {old!r}; update tests/mutation_support.py")
-    first, last = found[0]
-    lines = text.splitlines(keepends=True)
-    start = _offset(lines, first.lineno, first.col_offset)
-    end = _offset(lines, last.end_lineno, last.end_col_offset)
-    if isinstance(first, ast.stmt):
-        indent = " " * first.col_offset
-        body = textwrap.dedent(new).strip("\n") or "pass"
-        new = ("\n" + indent).join(body.splitlines())
-    changed = text[:start] + new + text[end:]
-    ast.parse(changed)  # the mutant is still Python
-    assert changed != text
-    return changed
-
-
-def apply_patch(path: Path, patch):
-    """A patch is (file, old text, new text) (text anchor) or
-    (file, qualname, old snippet, new snippet) (AST anchor)."""
-    if len(patch) == 3:
-        _replace_once(path, patch[1], patch[2])
-    else:
-        path.write_text(ast_patch(path.read_text(), patch[1], patch[2], patch[3], where=path.name))
 
 
 # ---- check mutants: weakened checks, run in this process --------------------

@@ -10,6 +10,9 @@ The catch count is printed in the terminal summary. The first-use canary
 (RELU_FLYDSL_CANARY) is off in the copies: this measures the suite, not the
 canary."""
 
+import ast
+import functools
+
 import pytest
 
 import mutation_support as M
@@ -44,18 +47,46 @@ def _result(vgpu, monkeypatch, root, name):
 
 
 def test_patches_change_the_copy_not_the_tree(mutant_root):
-    """Every patch matches its source exactly once, and only the copy changes."""
+    """Every patch finds its function and matches its snippet as often as it
+    says, it changes that function in the copy, and only the copy changes."""
     tree = list((M.ROOT / "flash_relu_rocm").glob("*.py")) + list(M.PACKAGE.glob("*.py"))
     before = {p: p.read_bytes() for p in tree}
+    assert not M.TEXT_ANCHORED, f"text-anchored mutants: {M.TEXT_ANCHORED}"
     for mutant in M.ALL_MUTANTS:
         name = M.make_copy(mutant, mutant_root)
-        for rel, old, new in mutant.patches:
-            text = (mutant_root / name / rel).read_text()
-            assert new in text and old not in text.replace(new, ""), (mutant.name, rel)
+        for rel, qualname, *_ in mutant.patches:
+            src = ast.parse((M.PACKAGE / rel).read_text())
+            copy = ast.parse((mutant_root / name / rel).read_text())
+            assert M._dump(M.find_function(copy, qualname)) != M._dump(M.find_function(src, qualname)), \
+                (mutant.name, rel, qualname)
     after = {p: p.read_bytes() for p in before}
     assert before == after
+    # a target that is gone fails the run, never a silent skip
     with pytest.raises(AssertionError, match="matches 0 times"):
-        M.make_copy(M.Mutant("stale", "", (("flash_relu_rocm/plan.py", "no such line", "x"),)), mutant_root)
+        M.make_copy(M.Mutant("stale", "", (("flash_relu_rocm/plan.py", "plan", "no_such_name", "x"),)), mutant_root)
+    with pytest.raises(AssertionError, match="not found"):
+        M.make_copy(M.Mutant("gone", "", (("flash_relu_rocm/plan.py", "no_such_function", "n", "x"),)), mutant_root)
+    with pytest.raises(AssertionError, match="matches 1 times"):  # a stated count that no longer holds
+        M.make_copy(M.Mutant("count", "", (("_dispatch.py", "fast", "entry.hit()", "pass", 2),)), mutant_root)
+
+
+def test_patches_survive_reformatting():
+    """Every AST patch (catalogue and check mutants) still applies, with the
+    same effect, to its file reformatted: comments dropped, lines re-wrapped,
+    quotes changed (ast.unparse), and blank lines and comments inserted."""
+    patches = [(M.PACKAGE / p[0], p[1:]) for m in M.ALL_MUTANTS for p in m.patches]
+    patches += [(M.ROOT / c.file, (c.qualname, c.old, c.new)) for c in M.CHECK_MUTANTS]
+    @functools.lru_cache(maxsize=None)
+    def reformat(text):
+        return ast.unparse(ast.parse(text)).replace("\n    ", "\n\n    # moved\n    ")
+
+    for path, (qualname, old, new, *count) in patches:
+        text = path.read_text()
+        assert reformat(text) != text
+        patched = M.ast_patch(text, qualname, old, new, str(path), *count)
+        patched_reformatted = M.ast_patch(reformat(text), qualname, old, new, str(path), *count)
+        assert M._dump(ast.parse(reformat(patched))) == M._dump(ast.parse(patched_reformatted)), \
+            (path.name, qualname, old)
 
 
 def test_unmutated_copy_passes(vgpu, monkeypatch, mutant_root):
