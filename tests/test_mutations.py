@@ -8,7 +8,10 @@ under the vgpu suites' checks, the others against test_hot_path's scenarios
 (the first that fails catches it). The unmutated copy must pass them all.
 The catch count is printed in the terminal summary. The first-use canary
 (RELU_FLYDSL_CANARY) is off in the copies: this measures the suite, not the
-canary."""
+canary. Check mutants (mutation_support.CHECK_MUTANTS) weaken one check of the
+tree in place and run the one real test that must then fail (it passes
+unmutated). Every patch is anchored by syntax tree inside a named function:
+test_patches_survive_reformatting applies each to its file reformatted."""
 
 import ast
 import functools
@@ -136,6 +139,7 @@ def test_mutation_check_catches_every_mutant(vgpu, monkeypatch, mutant_root):
 # ---- check mutants: a weakened check, one real test of the suite must fail --
 from test_code_objects import copies, manifest  # noqa: E402,F401  (fixtures of the kill tests)
 from test_graphs import cap  # noqa: E402,F401
+from test_launch_streams import two_streams  # noqa: E402,F401
 
 _check_results = {}  # name -> (caught, what the kill test said)
 
@@ -145,7 +149,7 @@ def _run_check_mutant(cm, request, monkeypatch, mutate=True):
     args = dict(params)
     for p in fixtures:
         args[p] = monkeypatch if p == "monkeypatch" else request.getfixturevalue(p)
-    if "vgpu" in request.fixturenames or any(p in ("cap", "vgpu", "two") for p in fixtures):
+    if "vgpu" in request.fixturenames or any(p in ("cap", "vgpu", "two", "two_streams") for p in fixtures):
         request.getfixturevalue("vgpu").errors_expected = True
     if mutate:
         assert M.apply_live(cm, monkeypatch.setattr) > 0
@@ -156,6 +160,7 @@ def _run_check_mutant(cm, request, monkeypatch, mutate=True):
     return False, "passed"
 
 
+@pytest.mark.filterwarnings("ignore:relu_flydsl:RuntimeWarning")  # a mutant's own canary or fallback warnings
 @pytest.mark.parametrize("name", [m.name for m in M.CHECK_MUTANTS])
 def test_check_mutant_is_caught(request, monkeypatch, name):
     cm = M.CHECK_BY_NAME[name]
