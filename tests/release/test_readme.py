@@ -170,6 +170,7 @@ def hub_dir(tmp_path_factory):
 HUB_PRELUDE = """
 import socket as _socket, types as _types, torch
 torch.version.hip = "7.0.51831"
+torch.version.cuda = None  # kernels reads torch.version.cuda before hip: a CUDA build must not show
 torch.cuda.is_available = lambda: True
 torch.cuda.current_device = lambda: 0
 torch.cuda.get_device_properties = lambda index=0: _types.SimpleNamespace(gcnArchName="gfx950:sramecc+:xnack-")
