@@ -1,0 +1,212 @@
+"""Host time of relu(x, out=y) against an earlier release's runtime, both loaded in one process.
+
+    .venv/bin/python benchmarks/compare_host.py [--against 849434f] [--dtype float32] [--rounds 41] [--calls 3000]
+    add --json FILE to also write the result as JSON
+
+What it measures: the host time per call of `relu(x, out=y)` on 1-element tensors (where
+host time is all there is) of this checkout's package ("new") and of the package at git
+revision --against ("old"; default 849434f, the last release whose kernels were
+JIT-compiled through FlyDSL and launched through FlyDSL's compiled host entry), and their
+ratio new/old. 1.00 means no regression; below 1 the new runtime is faster.
+
+How:
+- The old package is extracted with `git archive REV torch-ext flash_relu_rocm build.toml`
+  into a temporary folder and imported there as relu_flydsl_<rev> (its flash_relu_rocm
+  link and build.toml resolve inside that folder). Its _ops._UNIQUE_ID is rewritten, so
+  both packages register their torch.library ops under namespaces of their own.
+- One HIP library serves both: the no-op libamdhip64.so.7 of tools/noop_hip, loaded before
+  either package binds one (FlyDSL's runtime, which the old package launches through,
+  binds to it as well). Every launch reaches the HIP library and does nothing there, so what
+  is timed is the host work of a call.
+- CPU tensors are presented as a gfx950 (stream 0) by the stub benchmarks/host_overhead.py
+  uses, put in place of each package's _dispatch.device_info.
+- The first-use canary is off for both (RELU_FLYDSL_CANARY=0: the no-op device runs no
+  kernel, so no canary could pass); the timed calls are the steady state a verified kernel
+  reaches. The old package compiles its kernel with FlyDSL at its first call (untimed;
+  tools/toolchain.py points FlyDSL at the gfx950 linker).
+- Warm-up calls (untimed) make each package's fast path ready; then it is checked that
+  each serves relu(x, out=y) from its fast path (the new package's ready entry, the old
+  one's FlyDSL direct launch).
+- Rounds: each round times `calls` calls of new, of old and of torch.clamp_min(x, 0, out=y)
+  (context: torch's own kernel into out), the order of new and old swapped every other
+  round, gc off. The ratio is taken round by round, and its median over rounds reported,
+  never a ratio of medians taken from different rounds.
+- After timing, each package's dispatch_stats() must have counted every timed call on its
+  kernel path (flydsl/<rung>/<dtype>), and the no-op library must have seen one launch per
+  timed call.
+"""
+
+import argparse
+import gc
+import importlib
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "torch-ext")]
+
+DEFAULT_AGAINST = "849434f"
+BUILD_HINT = ".venv/bin/python -m flash_relu_rocm.build"
+
+
+def per_call(fn, calls):
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - t0) / calls
+
+
+def extract(rev: str, dest: Path) -> str:
+    """The package at `rev`, under dest/torch-ext/ as relu_flydsl_<rev> with its own
+    op namespace; returns the package name."""
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", rev, "torch-ext", "flash_relu_rocm",
+                              "build.toml"], check=True, capture_output=True).stdout
+    tar = dest / "old.tar"
+    tar.write_bytes(archive)
+    with tarfile.open(tar) as t:
+        t.extractall(dest, filter="tar")
+    tag = re.sub(r"\W", "_", rev)
+    name = f"relu_flydsl_{tag}"
+    (dest / "torch-ext" / "relu_flydsl").rename(dest / "torch-ext" / name)
+    ops = dest / "torch-ext" / name / "_ops.py"
+    text, n = re.subn(r'^_UNIQUE_ID = ".*"$', f'_UNIQUE_ID = "old_{tag}"', ops.read_text(), flags=re.M)
+    if n != 1:
+        raise RuntimeError(f"{rev}: expected one _UNIQUE_ID line in torch-ext/relu_flydsl/_ops.py, found {n}")
+    ops.write_text(text)
+    return name
+
+
+def stub_device(pkg):
+    """Present CPU tensors as a gfx950 (stream 0) to `pkg`, as host_overhead.py does."""
+    gfx950 = pkg._dispatch.DeviceInfo("gfx950", 0)
+    pkg._dispatch.device_info = lambda t: gfx950 if t.is_cpu else None
+
+
+def stats_delta(before: dict, after: dict) -> dict:
+    return {k: n - before.get(k, 0) for k, n in after.items() if n != before.get(k, 0)}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--against", default=DEFAULT_AGAINST, help=f"the old revision (default {DEFAULT_AGAINST})")
+    parser.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"))
+    parser.add_argument("--rounds", type=int, default=41)
+    parser.add_argument("--calls", type=int, default=3000, help="calls per row per round")
+    parser.add_argument("--json", help="also write the result here")
+    args = parser.parse_args(argv)
+
+    # Before either package binds a HIP library or FlyDSL's runtime loads (see the docstring).
+    os.environ["RELU_FLYDSL_CANARY"] = "0"
+    from tools import noop_hip, toolchain
+
+    hip = noop_hip.load()
+    toolchain.apply()
+
+    import torch
+
+    import relu_flydsl as new
+    from relu_flydsl import _objects
+
+    missing = _objects.unavailable()
+    if missing:
+        sys.exit(f"compare_host: {missing}. Build them: {BUILD_HINT}")
+    rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", args.against], check=True,
+                         capture_output=True, text=True).stdout.strip()
+    tmp = tempfile.TemporaryDirectory(prefix="relu-flydsl-compare-")
+    print(f"compare_host: extracting {args.against} ({rev}) into {tmp.name}", flush=True)
+    name = extract(args.against, Path(tmp.name))
+    sys.path.insert(0, str(Path(tmp.name) / "torch-ext"))
+    old = importlib.import_module(name)
+    for pkg in (new, old):
+        stub_device(pkg)
+
+    dtype = getattr(torch, args.dtype)
+    x = torch.randn(1).to(dtype)
+    y = torch.empty_like(x)
+    new_relu, old_relu = new.relu, old.relu
+    print(f"compare_host: first calls (the old package JIT-compiles its kernel with FlyDSL)", flush=True)
+    t0 = time.perf_counter()
+    for _ in range(3):  # the first call plans and loads (old: compiles); the next ones reach the fast path
+        new_relu(x, out=y)
+        old_relu(x, out=y)
+    print(f"compare_host: ready after {time.perf_counter() - t0:.1f} s", flush=True)
+    key = f"flydsl/{new._dispatch.STATE.current().default_rung}/{args.dtype}"
+    for label, pkg in (("new", new), ("old", old)):
+        stats = pkg.dispatch_stats()
+        if stats != {key: 3}:
+            sys.exit(f"compare_host: the {label} package did not take {key}: dispatch_stats() = {stats}")
+    if len(new._dispatch.STATE.fast) != 1:
+        sys.exit("compare_host: the new package has no fast-path entry after its first calls")
+    if not all(e.direct for e in old._dispatch._fast.values()) or len(old._dispatch._fast) != 1:
+        sys.exit("compare_host: the old package has no FlyDSL direct launch after its first calls")
+
+    rows = {
+        "new relu(x, out=y)": lambda: new_relu(x, out=y),
+        "old relu(x, out=y)": lambda: old_relu(x, out=y),
+        "torch.clamp_min(x, 0, out=y)": lambda: torch.clamp_min(x, 0, out=y),
+    }
+    swapped = ("old relu(x, out=y)", "new relu(x, out=y)", "torch.clamp_min(x, 0, out=y)")
+    times = {n: [] for n in rows}
+    before = {"new": new.dispatch_stats(), "old": old.dispatch_stats()}
+    launches = hip.noop_hip_launch_count()
+    print(f"compare_host: timing {args.rounds} rounds x {args.calls} calls per row", flush=True)
+    step = max(1, args.rounds // 4)
+    gc.disable()
+    try:
+        for i in range(args.rounds):
+            for n in (rows if i % 2 == 0 else swapped):
+                times[n].append(per_call(rows[n], args.calls))
+            if (i + 1) % step == 0 and i + 1 < args.rounds:
+                print(f"compare_host:   {i + 1}/{args.rounds} rounds", flush=True)
+    finally:
+        gc.enable()
+    timed = args.rounds * args.calls
+    for label, pkg in (("new", new), ("old", old)):
+        got = stats_delta(before[label], pkg.dispatch_stats())
+        if got != {key: timed}:
+            sys.exit(f"compare_host: not every timed {label} call took {key}: dispatch_stats() grew by {got}")
+    launched = hip.noop_hip_launch_count() - launches
+    if launched != 2 * timed:
+        sys.exit(f"compare_host: launches seen by the no-op HIP library: {launched}, expected {2 * timed}")
+
+    def paired(a, b):
+        return statistics.median(p / q for p, q in zip(times[a], times[b]))
+
+    median = {n: statistics.median(t) for n, t in times.items()}
+    print(f"host time per call, relu(x, out=y), {args.dtype}, 1 element; new: this checkout, old: {rev}; "
+          f"no-op libamdhip64 (tools/noop_hip), CPU presented as gfx950, canary off; path: {key}; "
+          f"median of {args.rounds} rounds x {args.calls} calls")
+    print(f"{'call':<34}{'median us':>11}{'min us':>10}{'max us':>10}")
+    for n, t in times.items():
+        print(f"{n:<34}{median[n] * 1e6:>11.3f}{min(t) * 1e6:>10.3f}{max(t) * 1e6:>10.3f}")
+    ratios = {
+        "new / old": paired("new relu(x, out=y)", "old relu(x, out=y)"),
+        "new / torch.clamp_min": paired("new relu(x, out=y)", "torch.clamp_min(x, 0, out=y)"),
+        "old / torch.clamp_min": paired("old relu(x, out=y)", "torch.clamp_min(x, 0, out=y)"),
+    }
+    per_round = sorted(p / q for p, q in zip(times["new relu(x, out=y)"], times["old relu(x, out=y)"]))
+    print("paired ratios (median over rounds of the per-round ratio):")
+    for n, v in ratios.items():
+        print(f"  {n:<24} {v:6.3f}")
+    q1, q3 = per_round[len(per_round) // 4], per_round[(3 * len(per_round)) // 4]
+    print(f"new / old per round: min {per_round[0]:.3f}, quartiles {q1:.3f}-{q3:.3f}, max {per_round[-1]:.3f}")
+    if args.json:
+        doc = {"against": rev, "dtype": args.dtype, "rounds": args.rounds, "calls": args.calls, "path": key,
+               "rows": {n: {"median_us": median[n] * 1e6, "min_us": min(t) * 1e6, "max_us": max(t) * 1e6}
+                        for n, t in times.items()},
+               "paired": ratios, "per_round_new_over_old": per_round}
+        Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
+    tmp.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
