@@ -13,7 +13,10 @@ How:
 - The old package is extracted with `git archive REV torch-ext flash_relu_rocm build.toml`
   into a temporary folder and imported there as relu_flydsl_<rev> (its flash_relu_rocm
   link and build.toml resolve inside that folder). Its _ops._UNIQUE_ID is rewritten, so
-  both packages register their torch.library ops under namespaces of their own.
+  both packages register their torch.library ops under namespaces of their own. A
+  revision that serves prebuilt code objects (it has _objects.py) gets a copy of this
+  checkout's code_objects/ (git-ignored, so not in the archive): host time does not
+  depend on the kernels' code.
 - One HIP library serves both: the no-op libamdhip64.so.7 of tools/noop_hip, loaded before
   either package binds one (FlyDSL's runtime, which the old package launches through,
   binds to it as well). Every launch reaches the HIP library and does nothing there, so what
@@ -25,8 +28,8 @@ How:
   reaches. The old package compiles its kernel with FlyDSL at its first call (untimed;
   tools/toolchain.py points FlyDSL at the gfx950 linker).
 - Warm-up calls (untimed) make each package's fast path ready; then it is checked that
-  each serves relu(x, out=y) from its fast path (the new package's ready entry, the old
-  one's FlyDSL direct launch).
+  each serves relu(x, out=y) from its fast path (a ready fast-path entry; for a FlyDSL
+  release, its FlyDSL direct launch).
 - Rounds: each round times `calls` calls of new, of old and of torch.clamp_min(x, 0, out=y)
   (context: torch's own kernel into out), the order of new and old swapped every other
   round, gc off. The ratio is taken round by round, and its median over rounds reported,
@@ -42,6 +45,7 @@ import importlib
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -57,11 +61,14 @@ DEFAULT_AGAINST = "849434f"
 BUILD_HINT = ".venv/bin/python -m flash_relu_rocm.build"
 
 
-def per_call(fn, calls):
-    t0 = time.perf_counter()
+CLOCKS = {"wall": time.perf_counter, "thread": time.thread_time}
+
+
+def per_call(fn, calls, clock=time.perf_counter):
+    t0 = clock()
     for _ in range(calls):
         fn()
-    return (time.perf_counter() - t0) / calls
+    return (clock() - t0) / calls
 
 
 def extract(rev: str, dest: Path) -> str:
@@ -81,7 +88,19 @@ def extract(rev: str, dest: Path) -> str:
     if n != 1:
         raise RuntimeError(f"{rev}: expected one _UNIQUE_ID line in torch-ext/relu_flydsl/_ops.py, found {n}")
     ops.write_text(text)
+    pkg = dest / "torch-ext" / name
+    if (pkg / "_objects.py").exists() and not (pkg / "code_objects").exists():
+        shutil.copytree(ROOT / "torch-ext" / "relu_flydsl" / "code_objects", pkg / "code_objects")
     return name
+
+
+def fast_path_ready(pkg) -> bool:
+    """One relu(x, out=y) entry is ready for `pkg`'s fast path."""
+    d = pkg._dispatch
+    if hasattr(d, "STATE"):  # prebuilt code objects: entries in STATE.fast
+        return len(d.STATE.fast) == 1
+    entries = getattr(d, "_fast", {})  # FlyDSL releases: the entry's direct launch is set
+    return len(entries) == 1 and all(e.direct for e in entries.values())
 
 
 def stub_device(pkg):
@@ -100,6 +119,9 @@ def main(argv=None):
     parser.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"))
     parser.add_argument("--rounds", type=int, default=41)
     parser.add_argument("--calls", type=int, default=3000, help="calls per row per round")
+    parser.add_argument("--clock", choices=tuple(CLOCKS), default="wall",
+                        help="wall: time.perf_counter (default); thread: this thread's CPU time "
+                             "(time.thread_time), which leaves out time the thread was not running")
     parser.add_argument("--json", help="also write the result here")
     args = parser.parse_args(argv)
 
@@ -132,7 +154,9 @@ def main(argv=None):
     x = torch.randn(1).to(dtype)
     y = torch.empty_like(x)
     new_relu, old_relu = new.relu, old.relu
-    print(f"compare_host: first calls (the old package JIT-compiles its kernel with FlyDSL)", flush=True)
+    jit = not hasattr(old._dispatch, "STATE")
+    print(f"compare_host: first calls{' (the old package JIT-compiles its kernel with FlyDSL)' if jit else ''}",
+          flush=True)
     t0 = time.perf_counter()
     for _ in range(3):  # the first call plans and loads (old: compiles); the next ones reach the fast path
         new_relu(x, out=y)
@@ -143,10 +167,9 @@ def main(argv=None):
         stats = pkg.dispatch_stats()
         if stats != {key: 3}:
             sys.exit(f"compare_host: the {label} package did not take {key}: dispatch_stats() = {stats}")
-    if len(new._dispatch.STATE.fast) != 1:
-        sys.exit("compare_host: the new package has no fast-path entry after its first calls")
-    if not all(e.direct for e in old._dispatch._fast.values()) or len(old._dispatch._fast) != 1:
-        sys.exit("compare_host: the old package has no FlyDSL direct launch after its first calls")
+    for label, pkg in (("new", new), ("old", old)):
+        if not fast_path_ready(pkg):
+            sys.exit(f"compare_host: the {label} package's fast path is not ready after its first calls")
 
     rows = {
         "new relu(x, out=y)": lambda: new_relu(x, out=y),
@@ -159,11 +182,12 @@ def main(argv=None):
     launches = hip.noop_hip_launch_count()
     print(f"compare_host: timing {args.rounds} rounds x {args.calls} calls per row", flush=True)
     step = max(1, args.rounds // 4)
+    clock = CLOCKS[args.clock]
     gc.disable()
     try:
         for i in range(args.rounds):
             for n in (rows if i % 2 == 0 else swapped):
-                times[n].append(per_call(rows[n], args.calls))
+                times[n].append(per_call(rows[n], args.calls, clock))
             if (i + 1) % step == 0 and i + 1 < args.rounds:
                 print(f"compare_host:   {i + 1}/{args.rounds} rounds", flush=True)
     finally:
@@ -183,7 +207,7 @@ def main(argv=None):
     median = {n: statistics.median(t) for n, t in times.items()}
     print(f"host time per call, relu(x, out=y), {args.dtype}, 1 element; new: this checkout, old: {rev}; "
           f"no-op libamdhip64 (tools/noop_hip), CPU presented as gfx950, canary off; path: {key}; "
-          f"median of {args.rounds} rounds x {args.calls} calls")
+          f"median of {args.rounds} rounds x {args.calls} calls, {args.clock} clock")
     print(f"{'call':<34}{'median us':>11}{'min us':>10}{'max us':>10}")
     for n, t in times.items():
         print(f"{n:<34}{median[n] * 1e6:>11.3f}{min(t) * 1e6:>10.3f}{max(t) * 1e6:>10.3f}")
@@ -199,7 +223,8 @@ def main(argv=None):
     q1, q3 = per_round[len(per_round) // 4], per_round[(3 * len(per_round)) // 4]
     print(f"new / old per round: min {per_round[0]:.3f}, quartiles {q1:.3f}-{q3:.3f}, max {per_round[-1]:.3f}")
     if args.json:
-        doc = {"against": rev, "dtype": args.dtype, "rounds": args.rounds, "calls": args.calls, "path": key,
+        doc = {"against": rev, "dtype": args.dtype, "rounds": args.rounds, "calls": args.calls, "clock": args.clock,
+               "path": key,
                "rows": {n: {"median_us": median[n] * 1e6, "min_us": min(t) * 1e6, "max_us": max(t) * 1e6}
                         for n, t in times.items()},
                "paired": ratios, "per_round_new_over_old": per_round}

@@ -243,7 +243,6 @@ _Tensor = torch.Tensor
 _is_compiling = torch.compiler.is_compiling
 _transform_level = torch._C._functorch.maybe_current_level  # None outside torch.func transforms
 _dispatch_modes = torch._C._len_torch_dispatch_stack        # FakeTensorMode, make_fx, ...
-_launch_one = _launch.launch
 _fast_entries = STATE.fast  # one dict for the life of the process (cleared in place)
 if _ENV_DATA is not None:
     _env_get = _ENV_DATA.get
@@ -255,15 +254,17 @@ else:  # not CPython's os.environ: plain lookups
 
 def fast(x, out, rung, _T=_Tensor, _compiling=_is_compiling, _level=_transform_level, _modes=_dispatch_modes,
          _s=STATE, _env_get=_env_get, _ENV_K0=_ENV_K0, _ENV_K1=_ENV_K1, _ENV_K2=_ENV_K2, _entries=_fast_entries.get,
-         _launch_one=_launch_one) -> bool:
+         _thread=_launch.THREAD, _pack=_launch.pack_into, _stream=_launch.STREAMS.get, _missing=_launch.MISSING,
+         _L=_launch) -> bool:
     """relu(x, out=out)'s fast path: True when it served the call (validated
     as the general path would, launched, counted), False when the general
     path must take it. It serves only plain dense tensors whose entry (size,
     alignments, device) is ready and single-launch: wrapped, sparse, nested
     or batched tensors make an attribute raise here or fail a check,
     quantized dtypes have no entry, and inside a torch.func transform or a
-    dispatch mode torch handles every call. (The keyword defaults bind module
-    constants: local lookups; device_info stays a global, tests substitute it.)"""
+    dispatch mode torch handles every call. The launch is _launch.launch's,
+    inlined. (The keyword defaults bind module constants: local lookups;
+    device_info stays a global, tests substitute it.)"""
     if type(x) is not _T or type(out) is not _T or _compiling():
         return False
     try:
@@ -305,12 +306,23 @@ def fast(x, out, rung, _T=_Tensor, _compiling=_is_compiling, _level=_transform_l
     nbytes = numel * entry.esize
     if xp != yp and xp < yp + nbytes and yp < xp + nbytes:  # dense ranges overlap
         raise ValueError(OVERLAP)
+    # _launch.launch, inlined: this thread's kernarg buffer (packed unless it holds these
+    # arguments already), the stream's argument, one hipModuleLaunchKernel (any rank: 1-D)
+    state = _thread.state
+    packed = (xp, yp, numel)
+    if packed != state[2]:
+        _pack(state[0], 0, xp, numel, yp, numel)
+        state[2] = packed
+    stream = _stream(dev.stream, _missing)
+    if stream is _missing:
+        stream = _L.stream_arg(dev.stream)
     if dev.current:
-        error = _launch_one(entry.function, entry.block, xp, yp, numel, entry.grid, dev.stream)  # any rank: 1-D
+        error = _L.launch_kernel(entry.function, entry.grid, 1, 1, entry.block, 1, 1, 0, stream, state[1], None)
     else:  # kernels launch on the current device: switch there and back
         with _hip.on_device(dev.index):
-            error = _launch_one(entry.function, entry.block, xp, yp, numel, entry.grid, dev.stream)
+            error = _L.launch_kernel(entry.function, entry.grid, 1, 1, entry.block, 1, 1, 0, stream, state[1], None)
     if error:
+        _hip.clear_last_error()  # taken, so torch's next launch check does not see it
         _launch_failed(error, entry.plan, numel)
     entry.hit()
     return True

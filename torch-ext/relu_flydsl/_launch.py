@@ -32,7 +32,7 @@ KERNARG = struct.Struct("<Qi4xQi")  # X ptr, X numel, (pad), Y ptr, Y numel: 28 
 KERNARG_LAYOUT = ((0, 8), (8, 4), (16, 8), (24, 4))  # (offset, size) of each argument
 assert KERNARG.size == 28 and tuple(KERNARG_LAYOUT[-1]) == (24, 4)
 
-_pack_into = KERNARG.pack_into
+pack_into = KERNARG.pack_into
 
 
 class _Args(threading.local):
@@ -46,34 +46,34 @@ class _Args(threading.local):
         self.state = [self.buffer, self.params, None]  # one thread-local lookup per launch; last packed
 
 
-_args = _Args()
-_streams = {0: None}  # raw stream handle -> its argument: c_void_p, None (NULL) for the null stream
-_MISSING = object()
+THREAD = _Args()
+STREAMS = {0: None}  # raw stream handle -> its argument: c_void_p, None (NULL) for the null stream
+MISSING = object()
 
 
 def stream_arg(stream: int):
     """The argument for a raw stream handle (cached: a process uses few streams)."""
-    s = _streams.get(stream, _MISSING)
-    if s is _MISSING:
-        if len(_streams) > 256:
-            _streams.clear()
-            _streams[0] = None
-        s = _streams[stream] = ctypes.c_void_p(stream) if stream else None
+    s = STREAMS.get(stream, MISSING)
+    if s is MISSING:
+        if len(STREAMS) > 256:
+            STREAMS.clear()
+            STREAMS[0] = None
+        s = STREAMS[stream] = ctypes.c_void_p(stream) if stream else None
     return s
 
 
 def _bind(*args):
     """The first launch: binds hipModuleLaunchKernel, then makes the call."""
-    global _launch_kernel
-    _launch_kernel = _hip.lib().hipModuleLaunchKernel
-    return _launch_kernel(*args)
+    global launch_kernel
+    launch_kernel = _hip.lib().hipModuleLaunchKernel
+    return launch_kernel(*args)
 
 
-_launch_kernel = _bind  # hipModuleLaunchKernel once the first launch has bound it
+launch_kernel = _bind  # hipModuleLaunchKernel once the first launch has bound it
 
 
 def launch(function, block: int, x_addr: int, y_addr: int, numel: int, grid: int, stream: int,
-           _a=_args, _pack=_pack_into, _stream=_streams.get) -> int:
+           _a=THREAD, _pack=pack_into, _stream=STREAMS.get) -> int:
     """One kernel launch of `function` (a c_void_p from hipModuleGetFunction)
     on `stream`, the caller's device current. Returns the HIP error, 0 if none.
     (The keyword defaults bind module constants: local lookups on the hot path.)"""
@@ -83,10 +83,10 @@ def launch(function, block: int, x_addr: int, y_addr: int, numel: int, grid: int
         _pack(state[0], 0, x_addr, numel, y_addr, numel)
         state[2] = packed
     params = state[1]
-    s = _stream(stream, _MISSING)
-    if s is _MISSING:
+    s = _stream(stream, MISSING)
+    if s is MISSING:
         s = stream_arg(stream)
-    err = _launch_kernel(function, grid, 1, 1, block, 1, 1, 0, s, params, None)
+    err = launch_kernel(function, grid, 1, 1, block, 1, 1, 0, s, params, None)
     if err:
         _hip.clear_last_error()
     return err
@@ -109,15 +109,15 @@ def prepacked(function, block: int, x_addr: int, y_addr: int, numel: int, grid: 
     hipModuleLaunchKernel call with these arguments packed once, up front
     (no packing, no checks per call). For benchmarks: what relu() costs above it
     is the package's own host work. Its own buffer: not shared with launch()."""
-    global _launch_kernel
+    global launch_kernel
     buffer = (ctypes.c_uint64 * 4)()
     KERNARG.pack_into(buffer, 0, x_addr, numel, y_addr, numel)
     base = ctypes.addressof(buffer)
     slots = (ctypes.c_void_p * 4)(*(base + offset for offset, _ in KERNARG_LAYOUT))
     params = ctypes.c_void_p(ctypes.addressof(slots))
-    if _launch_kernel is _bind:
-        _launch_kernel = _hip.lib().hipModuleLaunchKernel
-    fn = _launch_kernel
+    if launch_kernel is _bind:
+        launch_kernel = _hip.lib().hipModuleLaunchKernel
+    fn = launch_kernel
     s = stream_arg(stream)
 
     def floor():
