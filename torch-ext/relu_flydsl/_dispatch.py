@@ -240,7 +240,27 @@ def _launch_entry(entry: Entry, x_addr: int, y_addr: int, info: DeviceInfo):
 
 
 _Tensor = torch.Tensor
-_is_compiling = torch.compiler.is_compiling
+
+
+class _NoFlag:
+    _is_compiling_flag = False
+
+
+def _compiling_parts():
+    """torch.compiler.is_compiling() as `dynamo() or flags._is_compiling_flag`, one Python
+    call cheaper: in torch 2.13 is_compiling is `False if torch.jit.is_scripting() else
+    _is_compiling_flag`, and is_scripting() is False outside TorchScript; Dynamo folds
+    is_dynamo_compiling() (like is_compiling()) to True while it traces, so the flag is
+    never read in a traced frame. A torch whose is_compiling reads otherwise keeps its own."""
+    code = getattr(torch.compiler.is_compiling, "__code__", None)
+    if (code is not None and code.co_names == ("torch", "jit", "is_scripting", "_is_compiling_flag")
+            and isinstance(getattr(torch.compiler, "_is_compiling_flag", None), bool)
+            and hasattr(torch.compiler, "is_dynamo_compiling")):
+        return torch.compiler.is_dynamo_compiling, torch.compiler
+    return torch.compiler.is_compiling, _NoFlag
+
+
+_compiling_now, _compile_flags = _compiling_parts()
 _transform_level = torch._C._functorch.maybe_current_level  # None outside torch.func transforms
 _dispatch_modes = torch._C._len_torch_dispatch_stack        # FakeTensorMode, make_fx, ...
 _fast_entries = STATE.fast  # one dict for the life of the process (cleared in place)
@@ -252,10 +272,10 @@ else:  # not CPython's os.environ: plain lookups
     _ENV_K0, _ENV_K1, _ENV_K2 = ENV_DISABLE, ENV_RUNG, ENV_CANARY
 
 
-def fast(x, out, rung, _T=_Tensor, _compiling=_is_compiling, _level=_transform_level, _modes=_dispatch_modes,
+def fast(x, out, rung, _T=_Tensor, _compiling=_compiling_now, _flags=_compile_flags, _level=_transform_level,
+         _modes=_dispatch_modes,
          _s=STATE, _env_get=_env_get, _ENV_K0=_ENV_K0, _ENV_K1=_ENV_K1, _ENV_K2=_ENV_K2, _entries=_fast_entries.get,
-         _thread=_launch.THREAD, _pack=_launch.pack_into, _stream=_launch.STREAMS.get, _missing=_launch.MISSING,
-         _L=_launch) -> bool:
+         _thread=_launch.THREAD, _prepare=_launch.prepare, _L=_launch) -> bool:
     """relu(x, out=out)'s fast path: True when it served the call (validated
     as the general path would, launched, counted), False when the general
     path must take it. It serves only plain dense tensors whose entry (size,
@@ -265,7 +285,7 @@ def fast(x, out, rung, _T=_Tensor, _compiling=_is_compiling, _level=_transform_l
     dispatch mode torch handles every call. The launch is _launch.launch's,
     inlined. (The keyword defaults bind module constants: local lookups;
     device_info stays a global, tests substitute it.)"""
-    if type(x) is not _T or type(out) is not _T or _compiling():
+    if type(x) is not _T or type(out) is not _T or _compiling() or _flags._is_compiling_flag:  # is_compiling()
         return False
     try:
         dev = device_info(x)  # early: off a ROCm device (dev None) nothing below needs asking
@@ -306,21 +326,18 @@ def fast(x, out, rung, _T=_Tensor, _compiling=_is_compiling, _level=_transform_l
     nbytes = numel * entry.esize
     if xp != yp and xp < yp + nbytes and yp < xp + nbytes:  # dense ranges overlap
         raise ValueError(OVERLAP)
-    # _launch.launch, inlined: this thread's kernarg buffer (packed unless it holds these
-    # arguments already), the stream's argument, one hipModuleLaunchKernel (any rank: 1-D)
+    # _launch.launch, inlined: this thread's kernarg buffer and stream argument (prepared
+    # unless they hold these already), one hipModuleLaunchKernel (any rank: the kernel sees 1-D)
     state = _thread.state
-    packed = (xp, yp, numel)
-    if packed != state[2]:
-        _pack(state[0], 0, xp, numel, yp, numel)
-        state[2] = packed
-    stream = _stream(dev.stream, _missing)
-    if stream is _missing:
-        stream = _L.stream_arg(dev.stream)
+    args = (xp, yp, numel, dev.stream)
+    if args != state[1]:
+        _prepare(state, args)
     if dev.current:
-        error = _L.launch_kernel(entry.function, entry.grid, 1, 1, entry.block, 1, 1, 0, stream, state[1], None)
+        error = _L.launch_kernel(entry.function, entry.grid, 1, 1, entry.block, 1, 1, 0, state[2], state[0], None)
     else:  # kernels launch on the current device: switch there and back
         with _hip.on_device(dev.index):
-            error = _L.launch_kernel(entry.function, entry.grid, 1, 1, entry.block, 1, 1, 0, stream, state[1], None)
+            error = _L.launch_kernel(entry.function, entry.grid, 1, 1, entry.block, 1, 1, 0, state[2], state[0],
+                                     None)
     if error:
         _hip.clear_last_error()  # taken, so torch's next launch check does not see it
         _launch_failed(error, entry.plan, numel)
