@@ -70,7 +70,7 @@ def load():
     if present is not None and Path(present).resolve() != path.resolve():
         raise RuntimeError(f"another {SONAME} is already loaded in this process: {present}")
     lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
-    for name in ("launch_count", "sync_count", "malloc_count", "memcpy_count", "load_count",
+    for name in ("launch_count", "launch_ex_count", "sync_count", "malloc_count", "memcpy_count", "load_count",
                  "get_function_count", "launch_stream", "set_device_calls", "capture_query_count"):
         getattr(lib, f"noop_hip_{name}").restype = ctypes.c_uint64
     lib.noop_hip_launch_stream.argtypes = [ctypes.c_uint64]

@@ -7,7 +7,8 @@
  * allocations) on a CPU machine. Values are the virtual device's job
  * (tools/vgpu/).
  *
- * Records (read with the noop_hip_* functions): launches, the stream and
+ * Records (read with the noop_hip_* functions): launches (those made through
+ * hipDrvLaunchKernelEx also counted apart), the stream and
  * grid of the last launches, synchronizations, device allocations, module
  * loads, hipSetDevice calls and capture queries. noop_hip_fail_launches(n, code)
  * makes the next n launches fail; noop_hip_set_devices(n) sets the device count.
@@ -21,7 +22,7 @@ typedef int hipError_t;
 #define HIP_OK 0
 #define RING 1024
 
-static uint64_t n_launch, n_sync, n_malloc, n_load, n_get_function, n_memcpy, n_set_device, n_capture_query;
+static uint64_t n_launch, n_launch_ex, n_sync, n_malloc, n_load, n_get_function, n_memcpy, n_set_device, n_capture_query;
 static int n_devices = 1;
 static __thread int current_device;
 static uint64_t ring_stream[RING];
@@ -33,6 +34,7 @@ static char token; /* any non-null handle points here */
 
 /* ---- recording interface (version NOOP_HIP) ---- */
 uint64_t noop_hip_launch_count(void) { return n_launch; }
+uint64_t noop_hip_launch_ex_count(void) { return n_launch_ex; }
 uint64_t noop_hip_sync_count(void) { return n_sync; }
 uint64_t noop_hip_malloc_count(void) { return n_malloc; }
 uint64_t noop_hip_memcpy_count(void) { return n_memcpy; }
@@ -45,7 +47,7 @@ uint64_t noop_hip_capture_query_count(void) { return n_capture_query; }
 void noop_hip_fail_launches(int count, int code) { fail_left = count; fail_code = code; }
 int noop_hip_set_devices(int n) { if (n < 1) return -1; n_devices = n; return 0; }
 void noop_hip_reset(void) {
-    n_launch = n_sync = n_malloc = n_load = n_get_function = n_memcpy = n_set_device = n_capture_query = 0;
+    n_launch = n_launch_ex = n_sync = n_malloc = n_load = n_get_function = n_memcpy = n_set_device = n_capture_query = 0;
     fail_left = 0;
 }
 
@@ -63,6 +65,22 @@ hipError_t hipModuleLaunchKernel(void *f, uint32_t gx, uint32_t gy, uint32_t gz,
     n_launch++;
     if (fail_left > 0) { fail_left--; last_error = fail_code; return fail_code; }
     return HIP_OK;
+}
+/* HIP_LAUNCH_CONFIG as hip_runtime_api.h declares it (x86-64: 7 unsigned ints at 0..27,
+ * hStream at 32, attrs at 40, numAttrs at 48; 56 bytes). */
+typedef struct {
+    uint32_t gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
+    void *hStream;
+    void *attrs; /* hipLaunchAttribute *: not modelled, numAttrs must be 0 */
+    uint32_t numAttrs;
+} HIP_LAUNCH_CONFIG;
+
+/* The same launch as hipModuleLaunchKernel with the config's values (counted there too). */
+hipError_t hipDrvLaunchKernelEx(const HIP_LAUNCH_CONFIG *c, void *f, void **params, void **extra) {
+    if (!c || c->numAttrs) return last_error = 1; /* hipErrorInvalidValue */
+    n_launch_ex++;
+    return hipModuleLaunchKernel(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
+                                 c->sharedMemBytes, c->hStream, params, extra);
 }
 hipError_t hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(int *n, void *f, int block, size_t shmem) {
     (void)f; (void)block; (void)shmem; *n = 1; return HIP_OK;

@@ -426,6 +426,25 @@ hipError_t hipModuleLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz,
     return rc;
 }
 
+/* HIP_LAUNCH_CONFIG as hip_runtime_api.h declares it (x86-64: 7 unsigned ints at 0..27,
+ * hStream at 32, attrs at 40, numAttrs at 48; 56 bytes). */
+typedef struct {
+    unsigned gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
+    void *hStream;
+    void *attrs; /* hipLaunchAttribute *: not modelled, numAttrs must be 0 */
+    unsigned numAttrs;
+} HIP_LAUNCH_CONFIG;
+
+/* clr hipDrvLaunchKernelEx without attributes: hipModuleLaunchKernel's launch with the
+ * config's values (ROCm's current runtimes capture it the same way; the package uses it
+ * on the null stream only, which never captures). */
+hipError_t hipDrvLaunchKernelEx(const HIP_LAUNCH_CONFIG *c, void *f, void **params, void **extra) {
+    if (!f) return fail(hipErrorInvalidResourceHandle);
+    if (!c || c->numAttrs) return fail(hipErrorInvalidValue);
+    return hipModuleLaunchKernel(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
+                                 c->sharedMemBytes, c->hStream, params, extra);
+}
+
 hipError_t hipGetLastError(void) { hipError_t e = g_last_error; g_last_error = hipSuccess; return e; }
 
 const char *hipGetErrorName(hipError_t e) {

@@ -114,7 +114,7 @@ class Entry:
     `function` is set only once the kernel is ready on its device (module
     loaded, canary passed or off): the fast path serves only such entries."""
 
-    __slots__ = ("plan", "function", "block", "esize", "grid", "single", "hit", "device", "key")
+    __slots__ = ("plan", "function", "block", "esize", "grid", "single", "hit", "device", "key", "config")
 
     def __init__(self, p: plan.Plan, device: int, key):
         self.plan = p
@@ -123,6 +123,8 @@ class Entry:
         self.esize = ELEMENT_BYTES[p.dtype]
         self.single = len(p.launches) == 1
         self.grid = p.launches[0].grid if self.single else None
+        # the fast path's launch on the null stream (hipDrvLaunchKernelEx; see _launch.py)
+        self.config = _launch.null_stream_config(self.grid, self.block) if self.single else None
         self.hit = STATE.counter(("flydsl", p.rung, p.dtype)).hit
         self.device = device
         self.key = key
@@ -333,13 +335,17 @@ def fast(x, out, rung, _T=_Tensor, _compiling=_compiling_now, _flags=_compile_fl
     if args != state[1]:
         _prepare(state, args)
     if dev.current:
-        error = _L.launch_kernel(entry.function, entry.grid, 1, 1, entry.block, 1, 1, 0, state[2], state[0], None)
-    else:  # kernels launch on the current device: switch there and back
-        with _hip.on_device(dev.index):
+        if state[4]:  # the null stream: 4 arguments (hipDrvLaunchKernelEx, see _launch.py)
+            error = _L.launch_ex(entry.config, entry.function, state[0], None)
+        else:
             error = _L.launch_kernel(entry.function, entry.grid, 1, 1, entry.block, 1, 1, 0, state[2], state[0],
                                      None)
+        if error:
+            _hip.clear_last_error()  # taken, so torch's next launch check does not see it
+    else:  # kernels launch on the current device: switch there and back
+        with _hip.on_device(dev.index):
+            error = _L.launch(entry.function, entry.block, xp, yp, numel, entry.grid, dev.stream)
     if error:
-        _hip.clear_last_error()  # taken, so torch's next launch check does not see it
         _launch_failed(error, entry.plan, numel)
     entry.hit()
     return True

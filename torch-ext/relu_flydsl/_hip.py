@@ -64,6 +64,8 @@ def _bind():
             # hipModuleLaunchKernel is called without argtypes (see _launch.py):
             # every argument is passed as a ready C value, which halves its cost.
             lib.hipModuleLaunchKernel.restype = i32
+            if hasattr(lib, "hipDrvLaunchKernelEx"):  # ROCm 7 (see _launch.py); likewise without argtypes
+                lib.hipDrvLaunchKernelEx.restype = i32
             if hasattr(lib, "hipStreamIsCapturing"):
                 lib.hipStreamIsCapturing.argtypes = [vp, ctypes.POINTER(i32)]
                 lib.hipStreamIsCapturing.restype = i32

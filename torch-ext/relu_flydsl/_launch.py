@@ -37,15 +37,16 @@ pack_into = KERNARG.pack_into
 
 class _Args(threading.local):
     """This thread's kernarg buffer and the kernelParams array pointing into it.
-    `state` is what a launch reads, with one thread-local lookup:
-    [kernelParams, (x, y, numel, stream) last prepared, that stream's argument, buffer]."""
+    `state` is what a launch reads, with one thread-local lookup: [kernelParams,
+    (x, y, numel, stream) last prepared, that stream's argument, buffer, whether
+    that stream takes hipDrvLaunchKernelEx (the null stream, where the runtime has it)]."""
 
     def __init__(self):
         self.buffer = (ctypes.c_uint64 * 4)()
         base = ctypes.addressof(self.buffer)
         self.slots = (ctypes.c_void_p * 4)(*(base + offset for offset, _ in KERNARG_LAYOUT))
         self.params = ctypes.c_void_p(ctypes.addressof(self.slots))
-        self.state = [self.params, None, None, self.buffer]
+        self.state = [self.params, None, None, self.buffer, False]
 
 
 THREAD = _Args()
@@ -66,23 +67,66 @@ def stream_arg(stream: int):
 _MISSING = object()
 
 
+# ---- hipDrvLaunchKernelEx ---------------------------------------------------
+# hipDrvLaunchKernelEx(const HIP_LAUNCH_CONFIG *config, hipFunction_t f, void **kernelParams,
+# void **extra) takes 4 arguments where hipModuleLaunchKernel takes 11: ctypes converts
+# each argument on every call, so it costs less host time. HIP_LAUNCH_CONFIG, as
+# hip_runtime_api.h (ROCm 7) declares it, x86-64 layout:
+#   offset  0  unsigned gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+#              sharedMemBytes (7 x 4 bytes, then 4 bytes of padding)
+#   offset 32  hipStream_t hStream
+#   offset 40  hipLaunchAttribute *attrs
+#   offset 48  unsigned numAttrs (then 4 bytes of padding): 56 bytes
+# With numAttrs 0, clr's hipDrvLaunchKernelEx makes the launch hipModuleLaunchKernel makes
+# (ihipModuleLaunchKernel, kernelParams copied before it returns). Used on the null stream
+# only: clr's first hipDrvLaunchKernelEx did not capture launches into a graph (no
+# STREAM_CAPTURE; ROCm's later runtimes do), and the null stream never captures, while for
+# it hipModuleLaunchKernel's capture step does nothing either. Runtimes without the symbol
+# (ROCm 6) use hipModuleLaunchKernel everywhere.
+class LaunchConfig(ctypes.Structure):
+    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
+                ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
+                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p), ("attrs", ctypes.c_void_p),
+                ("numAttrs", ctypes.c_uint)]
+
+
+assert ctypes.sizeof(LaunchConfig) == 56 and LaunchConfig.hStream.offset == 32 and LaunchConfig.numAttrs.offset == 48
+
+
+def null_stream_config(grid: int, block: int):
+    """A pointer to the HIP_LAUNCH_CONFIG of one launch on the null stream (it
+    keeps the struct alive; never written after this: threads may share it)."""
+    return ctypes.pointer(LaunchConfig(grid, 1, 1, block, 1, 1, 0, None, None, 0))
+
+
 def prepare(state, args, _pack=pack_into):
     """Pack this thread's buffer for args = (x_addr, y_addr, numel, stream) and
     set its stream argument; `state` remembers them (THREAD.state)."""
+    if launch_kernel is _bind:
+        bind()
     x_addr, y_addr, numel, stream = args
     _pack(state[3], 0, x_addr, numel, y_addr, numel)
     state[2] = stream_arg(stream)
+    state[4] = stream == 0 and launch_ex is not None
     state[1] = args
 
 
+def bind():
+    """Bind hipModuleLaunchKernel and, where the runtime has it, hipDrvLaunchKernelEx."""
+    global launch_kernel, launch_ex
+    lib = _hip.lib()
+    launch_ex = getattr(lib, "hipDrvLaunchKernelEx", None)
+    launch_kernel = lib.hipModuleLaunchKernel
+
+
 def _bind(*args):
-    """The first launch: binds hipModuleLaunchKernel, then makes the call."""
-    global launch_kernel
-    launch_kernel = _hip.lib().hipModuleLaunchKernel
+    """The first launch: binds, then makes the call."""
+    bind()
     return launch_kernel(*args)
 
 
 launch_kernel = _bind  # hipModuleLaunchKernel once the first launch has bound it
+launch_ex = None       # hipDrvLaunchKernelEx, bound with it where the runtime has it
 
 
 def launch(function, block: int, x_addr: int, y_addr: int, numel: int, grid: int, stream: int, _a=THREAD) -> int:
@@ -123,7 +167,7 @@ def prepacked(function, block: int, x_addr: int, y_addr: int, numel: int, grid: 
     slots = (ctypes.c_void_p * 4)(*(base + offset for offset, _ in KERNARG_LAYOUT))
     params = ctypes.c_void_p(ctypes.addressof(slots))
     if launch_kernel is _bind:
-        launch_kernel = _hip.lib().hipModuleLaunchKernel
+        bind()
     fn = launch_kernel
     s = stream_arg(stream)
 
