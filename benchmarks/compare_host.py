@@ -1,7 +1,8 @@
 """Host time of relu(x, out=y) against an earlier release's runtime, both loaded in one process.
 
     .venv/bin/python benchmarks/compare_host.py [--against 849434f] [--dtype float32] [--rounds 41] [--calls 3000]
-    add --json FILE to also write the result as JSON
+    add --stream HANDLE to launch on another stream than the null stream, --clock thread to time
+    this thread's CPU time, --json FILE to also write the result as JSON
 
 What it measures: the host time per call of `relu(x, out=y)` on 1-element tensors (where
 host time is all there is) of this checkout's package ("new") and of the package at git
@@ -21,8 +22,10 @@ How:
   either package binds one (FlyDSL's runtime, which the old package launches through,
   binds to it as well). Every launch reaches the HIP library and does nothing there, so what
   is timed is the host work of a call.
-- CPU tensors are presented as a gfx950 (stream 0) by the stub benchmarks/host_overhead.py
-  uses, put in place of each package's _dispatch.device_info.
+- CPU tensors are presented as a gfx950 by the stub benchmarks/host_overhead.py uses, put in
+  place of each package's _dispatch.device_info; its stream is --stream (default 0: the null
+  stream, torch's default stream, where the new fast path launches with hipDrvLaunchKernelEx;
+  on any other handle it launches with hipModuleLaunchKernel).
 - The first-use canary is off for both (RELU_FLYDSL_CANARY=0: the no-op device runs no
   kernel, so no canary could pass); the timed calls are the steady state a verified kernel
   reaches. The old package compiles its kernel with FlyDSL at its first call (untimed;
@@ -36,7 +39,7 @@ How:
   never a ratio of medians taken from different rounds.
 - After timing, each package's dispatch_stats() must have counted every timed call on its
   kernel path (flydsl/<rung>/<dtype>), and the no-op library must have seen one launch per
-  timed call.
+  timed call; how many went through hipDrvLaunchKernelEx is printed.
 """
 
 import argparse
@@ -59,9 +62,12 @@ sys.path[:0] = [str(ROOT), str(ROOT / "torch-ext")]
 
 DEFAULT_AGAINST = "849434f"
 BUILD_HINT = ".venv/bin/python -m flash_relu_rocm.build"
-
-
 CLOCKS = {"wall": time.perf_counter, "thread": time.thread_time}
+NEW, OLD, TORCH = "new relu(x, out=y)", "old relu(x, out=y)", "torch.clamp_min(x, 0, out=y)"
+
+
+def say(message):
+    print(f"compare_host: {message}", flush=True)
 
 
 def per_call(fn, calls, clock=time.perf_counter):
@@ -82,16 +88,22 @@ def extract(rev: str, dest: Path) -> str:
         t.extractall(dest, filter="tar")
     tag = re.sub(r"\W", "_", rev)
     name = f"relu_flydsl_{tag}"
-    (dest / "torch-ext" / "relu_flydsl").rename(dest / "torch-ext" / name)
-    ops = dest / "torch-ext" / name / "_ops.py"
+    pkg = dest / "torch-ext" / name
+    (dest / "torch-ext" / "relu_flydsl").rename(pkg)
+    ops = pkg / "_ops.py"
     text, n = re.subn(r'^_UNIQUE_ID = ".*"$', f'_UNIQUE_ID = "old_{tag}"', ops.read_text(), flags=re.M)
     if n != 1:
         raise RuntimeError(f"{rev}: expected one _UNIQUE_ID line in torch-ext/relu_flydsl/_ops.py, found {n}")
     ops.write_text(text)
-    pkg = dest / "torch-ext" / name
     if (pkg / "_objects.py").exists() and not (pkg / "code_objects").exists():
         shutil.copytree(ROOT / "torch-ext" / "relu_flydsl" / "code_objects", pkg / "code_objects")
     return name
+
+
+def stub_device(pkg, stream: int):
+    """Present CPU tensors as a gfx950 on `stream` to `pkg`, as host_overhead.py does."""
+    gfx950 = pkg._dispatch.DeviceInfo("gfx950", stream)
+    pkg._dispatch.device_info = lambda t: gfx950 if t.is_cpu else None
 
 
 def fast_path_ready(pkg) -> bool:
@@ -101,12 +113,6 @@ def fast_path_ready(pkg) -> bool:
         return len(d.STATE.fast) == 1
     entries = getattr(d, "_fast", {})  # FlyDSL releases: the entry's direct launch is set
     return len(entries) == 1 and all(e.direct for e in entries.values())
-
-
-def stub_device(pkg):
-    """Present CPU tensors as a gfx950 (stream 0) to `pkg`, as host_overhead.py does."""
-    gfx950 = pkg._dispatch.DeviceInfo("gfx950", 0)
-    pkg._dispatch.device_info = lambda t: gfx950 if t.is_cpu else None
 
 
 def stats_delta(before: dict, after: dict) -> dict:
@@ -119,6 +125,8 @@ def main(argv=None):
     parser.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"))
     parser.add_argument("--rounds", type=int, default=41)
     parser.add_argument("--calls", type=int, default=3000, help="calls per row per round")
+    parser.add_argument("--stream", type=lambda s: int(s, 0), default=0,
+                        help="the stream handle device_info reports (default 0, the null stream)")
     parser.add_argument("--clock", choices=tuple(CLOCKS), default="wall",
                         help="wall: time.perf_counter (default); thread: this thread's CPU time "
                              "(time.thread_time), which leaves out time the thread was not running")
@@ -142,94 +150,90 @@ def main(argv=None):
         sys.exit(f"compare_host: {missing}. Build them: {BUILD_HINT}")
     rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", args.against], check=True,
                          capture_output=True, text=True).stdout.strip()
-    tmp = tempfile.TemporaryDirectory(prefix="relu-flydsl-compare-")
-    print(f"compare_host: extracting {args.against} ({rev}) into {tmp.name}", flush=True)
-    name = extract(args.against, Path(tmp.name))
-    sys.path.insert(0, str(Path(tmp.name) / "torch-ext"))
-    old = importlib.import_module(name)
-    for pkg in (new, old):
-        stub_device(pkg)
+    with tempfile.TemporaryDirectory(prefix="relu-flydsl-compare-") as tmp:
+        say(f"extracting {args.against} ({rev}) into {tmp}")
+        name = extract(args.against, Path(tmp))
+        sys.path.insert(0, str(Path(tmp) / "torch-ext"))
+        old = importlib.import_module(name)
+        return run(args, rev, torch, hip, new, old)
 
-    dtype = getattr(torch, args.dtype)
-    x = torch.randn(1).to(dtype)
+
+def run(args, rev, torch, hip, new, old):
+    for pkg in (new, old):
+        stub_device(pkg, args.stream)
+    x = torch.randn(1).to(getattr(torch, args.dtype))
     y = torch.empty_like(x)
     new_relu, old_relu = new.relu, old.relu
     jit = not hasattr(old._dispatch, "STATE")
-    print(f"compare_host: first calls{' (the old package JIT-compiles its kernel with FlyDSL)' if jit else ''}",
-          flush=True)
+    say(f"first calls{' (the old package JIT-compiles its kernel with FlyDSL)' if jit else ''}")
     t0 = time.perf_counter()
     for _ in range(3):  # the first call plans and loads (old: compiles); the next ones reach the fast path
         new_relu(x, out=y)
         old_relu(x, out=y)
-    print(f"compare_host: ready after {time.perf_counter() - t0:.1f} s", flush=True)
+    say(f"ready after {time.perf_counter() - t0:.1f} s")
     key = f"flydsl/{new._dispatch.STATE.current().default_rung}/{args.dtype}"
     for label, pkg in (("new", new), ("old", old)):
         stats = pkg.dispatch_stats()
         if stats != {key: 3}:
             sys.exit(f"compare_host: the {label} package did not take {key}: dispatch_stats() = {stats}")
-    for label, pkg in (("new", new), ("old", old)):
         if not fast_path_ready(pkg):
             sys.exit(f"compare_host: the {label} package's fast path is not ready after its first calls")
 
-    rows = {
-        "new relu(x, out=y)": lambda: new_relu(x, out=y),
-        "old relu(x, out=y)": lambda: old_relu(x, out=y),
-        "torch.clamp_min(x, 0, out=y)": lambda: torch.clamp_min(x, 0, out=y),
-    }
-    swapped = ("old relu(x, out=y)", "new relu(x, out=y)", "torch.clamp_min(x, 0, out=y)")
+    rows = {NEW: lambda: new_relu(x, out=y), OLD: lambda: old_relu(x, out=y),
+            TORCH: lambda: torch.clamp_min(x, 0, out=y)}
+    orders = ((NEW, OLD, TORCH), (OLD, NEW, TORCH))
     times = {n: [] for n in rows}
     before = {"new": new.dispatch_stats(), "old": old.dispatch_stats()}
-    launches = hip.noop_hip_launch_count()
-    print(f"compare_host: timing {args.rounds} rounds x {args.calls} calls per row", flush=True)
-    step = max(1, args.rounds // 4)
-    clock = CLOCKS[args.clock]
+    launches, ex_launches = hip.noop_hip_launch_count(), hip.noop_hip_launch_ex_count()
+    clock, step = CLOCKS[args.clock], max(1, args.rounds // 4)
+    say(f"timing {args.rounds} rounds x {args.calls} calls per row")
     gc.disable()
     try:
         for i in range(args.rounds):
-            for n in (rows if i % 2 == 0 else swapped):
+            for n in orders[i % 2]:
                 times[n].append(per_call(rows[n], args.calls, clock))
             if (i + 1) % step == 0 and i + 1 < args.rounds:
-                print(f"compare_host:   {i + 1}/{args.rounds} rounds", flush=True)
+                say(f"  {i + 1}/{args.rounds} rounds")
     finally:
         gc.enable()
     timed = args.rounds * args.calls
-    for label, pkg in (("new", new), ("old", old)):
-        got = stats_delta(before[label], pkg.dispatch_stats())
+    stats = {label: stats_delta(before[label], pkg.dispatch_stats()) for label, pkg in (("new", new), ("old", old))}
+    for label, got in stats.items():
         if got != {key: timed}:
             sys.exit(f"compare_host: not every timed {label} call took {key}: dispatch_stats() grew by {got}")
     launched = hip.noop_hip_launch_count() - launches
     if launched != 2 * timed:
         sys.exit(f"compare_host: launches seen by the no-op HIP library: {launched}, expected {2 * timed}")
+    ex = hip.noop_hip_launch_ex_count() - ex_launches  # only the new package calls it
 
     def paired(a, b):
         return statistics.median(p / q for p, q in zip(times[a], times[b]))
 
     median = {n: statistics.median(t) for n, t in times.items()}
     print(f"host time per call, relu(x, out=y), {args.dtype}, 1 element; new: this checkout, old: {rev}; "
-          f"no-op libamdhip64 (tools/noop_hip), CPU presented as gfx950, canary off; path: {key}; "
-          f"median of {args.rounds} rounds x {args.calls} calls, {args.clock} clock")
+          f"no-op libamdhip64 (tools/noop_hip), CPU presented as gfx950, stream {args.stream:#x}, canary off; "
+          f"path: {key}; median of {args.rounds} rounds x {args.calls} calls, {args.clock} clock")
     print(f"{'call':<34}{'median us':>11}{'min us':>10}{'max us':>10}")
     for n, t in times.items():
         print(f"{n:<34}{median[n] * 1e6:>11.3f}{min(t) * 1e6:>10.3f}{max(t) * 1e6:>10.3f}")
-    ratios = {
-        "new / old": paired("new relu(x, out=y)", "old relu(x, out=y)"),
-        "new / torch.clamp_min": paired("new relu(x, out=y)", "torch.clamp_min(x, 0, out=y)"),
-        "old / torch.clamp_min": paired("old relu(x, out=y)", "torch.clamp_min(x, 0, out=y)"),
-    }
-    per_round = sorted(p / q for p, q in zip(times["new relu(x, out=y)"], times["old relu(x, out=y)"]))
+    ratios = {"new / old": paired(NEW, OLD), "new / torch.clamp_min": paired(NEW, TORCH),
+              "old / torch.clamp_min": paired(OLD, TORCH)}
     print("paired ratios (median over rounds of the per-round ratio):")
     for n, v in ratios.items():
         print(f"  {n:<24} {v:6.3f}")
+    per_round = sorted(p / q for p, q in zip(times[NEW], times[OLD]))
     q1, q3 = per_round[len(per_round) // 4], per_round[(3 * len(per_round)) // 4]
     print(f"new / old per round: min {per_round[0]:.3f}, quartiles {q1:.3f}-{q3:.3f}, max {per_round[-1]:.3f}")
+    print(f"dispatch_stats() of the timed calls: new {stats['new']}, old {stats['old']}; "
+          f"new launches through hipDrvLaunchKernelEx: {ex} of {timed}")
     if args.json:
-        doc = {"against": rev, "dtype": args.dtype, "rounds": args.rounds, "calls": args.calls, "clock": args.clock,
-               "path": key,
+        doc = {"against": rev, "dtype": args.dtype, "rounds": args.rounds, "calls": args.calls,
+               "stream": args.stream, "clock": args.clock, "path": key,
                "rows": {n: {"median_us": median[n] * 1e6, "min_us": min(t) * 1e6, "max_us": max(t) * 1e6}
                         for n, t in times.items()},
-               "paired": ratios, "per_round_new_over_old": per_round}
+               "paired": ratios, "per_round_new_over_old": per_round, "dispatch_stats": stats,
+               "launches": launched, "ex_launches": ex}
         Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
-    tmp.cleanup()
     return 0
 
 

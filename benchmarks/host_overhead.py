@@ -6,9 +6,10 @@
     add --json FILE to also write the result as JSON
 
 CPU mode (default where torch sees no GPU). The kernel path runs for real up to the HIP
-library: the shipped code object is loaded with hipModuleLoadData and launched with
-hipModuleLaunchKernel on a no-op libamdhip64.so.7 (tools/noop_hip/) that accepts every call
-and runs nothing, so what is timed is exactly the host work of a call. Only the device
+library: the shipped code object is loaded with hipModuleLoadData and launched (on the null
+stream the fast path calls hipDrvLaunchKernelEx, elsewhere hipModuleLaunchKernel) on a no-op
+libamdhip64.so.7 (tools/noop_hip/) that accepts every call and runs nothing, so what is timed
+is exactly the host work of a call. Only the device
 query is not real: CPU torch has no GPU runtime, so the dispatcher's device_info() is
 replaced by a stub that presents CPU tensors as a gfx950 (stream 0). The real query's cost
 is modelled and measured apart: "device query (modelled)" runs its Python steps (the
@@ -31,9 +32,12 @@ ratios), never as a ratio of medians taken from different rounds:
   torch.relu(x)               allocating: relu(x)'s pair
   relu(x, out=y) 2-D          the same on a (1, 1) tensor
   launch()                    the package's launch function (_launch.launch: argument
-                              packing, the ctypes call, the error check): CPU/gfx950 only
+                              packing, the ctypes hipModuleLaunchKernel call, the error
+                              check): CPU/gfx950 only
   floor                       a bare ctypes hipModuleLaunchKernel with pre-packed arguments
                               (_launch.prepacked): CPU/gfx950 only
+  floor (Ex)                  the same with hipDrvLaunchKernelEx, the fast path's launch on
+                              the null stream (prepacked(ex=True)): CPU/gfx950 only
   device query                CPU: the model above; GPU: the package's real device_info(x)
   relu(x, out=y) + modelled query   CPU only, see above
 """
@@ -131,6 +135,7 @@ def cpu_setup(args, torch):
     xp, yp = x.data_ptr(), y.data_ptr()
     launch = _launch.launch
     floor = _launch.prepacked(function, rung.block, xp, yp, 1, 1, 0)
+    floor_ex = _launch.prepacked(function, rung.block, xp, yp, 1, 1, 0, ex=True)
 
     def relu_modelled():  # around_round() swaps the modelled query in for this row's batch
         relu(x, out=y, rung=r)
@@ -143,12 +148,13 @@ def cpu_setup(args, torch):
         "relu(x, out=y) 2-D": lambda: relu(x2, out=y2, rung=r),
         "launch()": lambda: launch(function, rung.block, xp, yp, 1, 1, 0),
         "floor": floor,
+        "floor (Ex)": floor_ex,
         "device query (modelled)": lambda: modelled(x),
         "device query (stub)": lambda: stubbed(x),
         "relu(x, out=y) + modelled query": relu_modelled,
     }
     relu_rows = ("relu(x, out=y)", "relu(x)", "relu(x, out=y) 2-D", "relu(x, out=y) + modelled query")
-    launch_rows = relu_rows + ("launch()", "floor")
+    launch_rows = relu_rows + ("launch()", "floor", "floor (Ex)")
 
     def around_round(name):  # the modelled row swaps the query in for its whole batch
         if name == "relu(x, out=y) + modelled query":
@@ -176,7 +182,7 @@ def cpu_setup(args, torch):
     meta = {"mode": "cpu", "path": key, "device": "CPU, presented as gfx950; no-op libamdhip64 (tools/noop_hip)"}
     pairs = (("relu(x, out=y)", "torch.clamp_min(x, 0, out=y)"), ("relu(x)", "torch.relu(x)"),
              ("relu(x, out=y) + modelled query", "torch.clamp_min(x, 0, out=y)"),
-             ("relu(x, out=y)", "floor"), ("launch()", "floor"))
+             ("relu(x, out=y)", "floor (Ex)"), ("launch()", "floor"))
     return methods, start, check, around_round, meta, pairs, None
 
 
@@ -278,8 +284,9 @@ def main(argv=None):
         print(f"device query: modelled {median['device query (modelled)'] * 1e6:.2f} us per call against the "
               f"stub's {median['device query (stub)'] * 1e6:.2f} us (+{query * 1e6:.2f} us; a lower bound of the "
               "real query, which the --gpu mode measures)")
-        own = median["relu(x, out=y)"] - median["floor"]
-        print(f"relu(x, out=y) above the floor: {own * 1e6:.2f} us (validation, dispatch, packing, error check, stats)")
+        own = median["relu(x, out=y)"] - median["floor (Ex)"]
+        print(f"relu(x, out=y) above its floor (Ex): {own * 1e6:.2f} us (validation, dispatch, packing, error check, "
+              "stats)")
     doc = {**meta, "dtype": args.dtype, "rounds": rounds, "calls": calls,
            "command": ".venv/bin/python benchmarks/host_overhead.py " + " ".join(argv if argv is not None else sys.argv[1:]),
            "rows": {n: {"median_us": median[n] * 1e6, "min_us": min(t) * 1e6, "max_us": max(t) * 1e6}

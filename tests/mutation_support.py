@@ -201,7 +201,8 @@ def _m(name, why, rel, qualname, old, new, kill, count=1):
 
 
 _D, _L, _O, _S, _P = "_dispatch.py", "_launch.py", "_objects.py", "_state.py", "flash_relu_rocm/plan.py"
-_FAST_LAUNCH = "_launch_one(entry.function, entry.block, xp, yp, numel, entry.grid, dev.stream)"  # twice: device current or not
+_FAST_ARGS = "(xp, yp, numel, dev.stream)"  # the fast path's launch arguments, device current
+_FAST_OTHER = "_L.launch(entry.function, entry.block, xp, yp, numel, entry.grid, dev.stream)"  # device not current
 DISPATCH_MUTANTS = (
     _m("hot-overlap-in-elements", "fast path: overlap computed in elements, not bytes",
        _D, "fast", "nbytes = numel * entry.esize", "nbytes = numel", "overlap_in_bytes"),
@@ -233,8 +234,9 @@ DISPATCH_MUTANTS = (
        "kill_switch_on_the_hot_path"),
     _m("hot-error-swallowed", "fast path: launch error returned but not raised",
        _D, "fast", "_launch_failed(error, entry.plan, numel)", "pass", "hot_failed_launch"),
-    _m("hot-pointers-swapped", "fast path: x and out passed in the wrong order",
-       _D, "fast", _FAST_LAUNCH, _FAST_LAUNCH.replace("xp, yp", "yp, xp"), "overlap_in_bytes", count=2),
+    Mutant("hot-pointers-swapped", "fast path: x and out passed in the wrong order",
+           ((_D, "fast", _FAST_ARGS, _FAST_ARGS.replace("xp, yp", "yp, xp")),
+            (_D, "fast", _FAST_OTHER, _FAST_OTHER.replace("xp, yp", "yp, xp"))), ("overlap_in_bytes",)),
     _m("hot-default-stream", "fast path: launches on stream 0, not torch's current stream",
        _D, "fast", "dev.stream", "0", "overlap_in_bytes", count=2),
     _m("dispatch-default-stream", "first call: launches on stream 0, not the tensor's device's current stream",
@@ -244,7 +246,11 @@ DISPATCH_MUTANTS = (
     _m("launch-return-code-dropped", "launch(): hipModuleLaunchKernel's return code dropped",
        _L, "launch", "return err", "return 0", "first_launch_fails"),
     _m("launch-error-left-pending", "launch(): a failed launch's error not taken (hipGetLastError)",
-       _L, "launch", "_hip.clear_last_error()", "pass", "hot_failed_launch"),
+       _L, "launch", "_hip.clear_last_error()", "pass", "first_launch_fails"),
+    _m("hot-error-left-pending", "fast path: a failed launch's error not taken (hipGetLastError)",
+       _D, "fast", "_hip.clear_last_error()", "pass", "hot_failed_launch"),
+    _m("hot-ex-on-any-stream", "fast path: hipDrvLaunchKernelEx's null-stream config used for every stream",
+       _L, "prepare", "stream == 0 and launch_ex is not None", "launch_ex is not None", "overlap_in_bytes"),
     _m("launch-error-unraised", "dispatcher: a launch error not raised",
        _D, "_launch_entry", "_launch_failed(error, p, sum(c.numel for c in p.launches))", "pass",
        "layer_failed_launch"),

@@ -275,9 +275,8 @@ else:  # not CPython's os.environ: plain lookups
 
 
 def fast(x, out, rung, _T=_Tensor, _compiling=_compiling_now, _flags=_compile_flags, _level=_transform_level,
-         _modes=_dispatch_modes,
-         _s=STATE, _env_get=_env_get, _ENV_K0=_ENV_K0, _ENV_K1=_ENV_K1, _ENV_K2=_ENV_K2, _entries=_fast_entries.get,
-         _thread=_launch.THREAD, _prepare=_launch.prepare, _L=_launch) -> bool:
+         _modes=_dispatch_modes, _s=STATE, _env_get=_env_get, _ENV_K0=_ENV_K0, _ENV_K1=_ENV_K1, _ENV_K2=_ENV_K2,
+         _entries=_fast_entries.get, _thread=_launch.THREAD, _prepare=_launch.prepare, _L=_launch) -> bool:
     """relu(x, out=out)'s fast path: True when it served the call (validated
     as the general path would, launched, counted), False when the general
     path must take it. It serves only plain dense tensors whose entry (size,
@@ -285,8 +284,9 @@ def fast(x, out, rung, _T=_Tensor, _compiling=_compiling_now, _flags=_compile_fl
     or batched tensors make an attribute raise here or fail a check,
     quantized dtypes have no entry, and inside a torch.func transform or a
     dispatch mode torch handles every call. The launch is _launch.launch's,
-    inlined. (The keyword defaults bind module constants: local lookups;
-    device_info stays a global, tests substitute it.)"""
+    inlined, with hipDrvLaunchKernelEx on the null stream. (The keyword
+    defaults bind module constants: local lookups; device_info stays a global,
+    tests substitute it.)"""
     if type(x) is not _T or type(out) is not _T or _compiling() or _flags._is_compiling_flag:  # is_compiling()
         return False
     try:
@@ -329,7 +329,7 @@ def fast(x, out, rung, _T=_Tensor, _compiling=_compiling_now, _flags=_compile_fl
     if xp != yp and xp < yp + nbytes and yp < xp + nbytes:  # dense ranges overlap
         raise ValueError(OVERLAP)
     # _launch.launch, inlined: this thread's kernarg buffer and stream argument (prepared
-    # unless they hold these already), one hipModuleLaunchKernel (any rank: the kernel sees 1-D)
+    # unless they hold these already), one launch (any rank: the kernel sees 1-D)
     state = _thread.state
     args = (xp, yp, numel, dev.stream)
     if args != state[1]:

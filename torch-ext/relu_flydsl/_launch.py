@@ -1,6 +1,10 @@
-"""Kernel launches: one function for first calls, the hot path and canaries.
+"""Kernel launches: one function for first calls and canaries; the pieces of the
+same launch that relu()'s fast path makes inline (_dispatch.fast).
 
     launch(function, block, x_addr, y_addr, numel, grid, stream) -> HIP error (0: launched)
+    THREAD.state, prepare(state, args)   this thread's launch arguments, prepared once per change
+    launch_kernel / launch_ex            hipModuleLaunchKernel / hipDrvLaunchKernelEx (None without it)
+    null_stream_config(grid, block)      an entry's HIP_LAUNCH_CONFIG for launch_ex (null stream only)
 
 The ladder kernels take one 28-byte kernarg segment (the manifest's `args`):
 
@@ -19,7 +23,8 @@ reported again by torch's next launch check.
 hipModuleLaunchKernel is called without ctypes argtypes: every argument is
 either a small int (grid, block: passed as C unsigned int values) or a ready
 c_void_p (function, stream, kernelParams) or None (the null stream, no
-extra), which halves the call's cost.
+extra), which halves the call's cost. On the null stream the fast path calls
+hipDrvLaunchKernelEx instead, 4 arguments (see below why only there).
 """
 
 import ctypes
@@ -53,6 +58,9 @@ THREAD = _Args()
 STREAMS = {0: None}  # raw stream handle -> its argument: c_void_p, None (NULL) for the null stream
 
 
+_MISSING = object()
+
+
 def stream_arg(stream: int):
     """The argument for a raw stream handle (cached: a process uses few streams)."""
     s = STREAMS.get(stream, _MISSING)
@@ -62,9 +70,6 @@ def stream_arg(stream: int):
             STREAMS[0] = None
         s = STREAMS[stream] = ctypes.c_void_p(stream) if stream else None
     return s
-
-
-_MISSING = object()
 
 
 # ---- hipDrvLaunchKernelEx ---------------------------------------------------
@@ -155,12 +160,12 @@ def launch_all(function, block: int, esize: int, x_addr: int, y_addr: int, launc
     return error
 
 
-def prepacked(function, block: int, x_addr: int, y_addr: int, numel: int, grid: int, stream: int):
+def prepacked(function, block: int, x_addr: int, y_addr: int, numel: int, grid: int, stream: int, ex: bool = False):
     """The launch floor: a no-argument callable that makes the bare ctypes
-    hipModuleLaunchKernel call with these arguments packed once, up front
-    (no packing, no checks per call). For benchmarks: what relu() costs above it
-    is the package's own host work. Its own buffer: not shared with launch()."""
-    global launch_kernel
+    hipModuleLaunchKernel call (ex: hipDrvLaunchKernelEx, null stream only)
+    with these arguments packed once, up front (no packing, no checks per
+    call). For benchmarks: what relu() costs above it is the package's own host
+    work. Its own buffer: not shared with launch()."""
     buffer = (ctypes.c_uint64 * 4)()
     KERNARG.pack_into(buffer, 0, x_addr, numel, y_addr, numel)
     base = ctypes.addressof(buffer)
@@ -168,11 +173,18 @@ def prepacked(function, block: int, x_addr: int, y_addr: int, numel: int, grid: 
     params = ctypes.c_void_p(ctypes.addressof(slots))
     if launch_kernel is _bind:
         bind()
-    fn = launch_kernel
-    s = stream_arg(stream)
+    if ex:
+        if stream or launch_ex is None:
+            raise ValueError("prepacked(ex=True): the null stream of a runtime with hipDrvLaunchKernelEx only")
+        fn, config = launch_ex, null_stream_config(grid, block)
 
-    def floor():
-        return fn(function, grid, 1, 1, block, 1, 1, 0, s, params, None)
+        def floor():
+            return fn(config, function, params, None)
+    else:
+        fn, s = launch_kernel, stream_arg(stream)
+
+        def floor():
+            return fn(function, grid, 1, 1, block, 1, 1, 0, s, params, None)
 
     floor.keepalive = (buffer, slots)
     return floor
