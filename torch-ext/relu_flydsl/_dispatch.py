@@ -287,7 +287,7 @@ def fast(x, out, rung, _T=_Tensor, _compiling=_compiling_now, _flags=_compile_fl
     inlined, with hipDrvLaunchKernelEx on the null stream. (The keyword
     defaults bind module constants: local lookups; device_info stays a global,
     tests substitute it.)"""
-    if type(x) is not _T or type(out) is not _T or _compiling() or _flags._is_compiling_flag:  # is_compiling()
+    if type(x) is not _T or type(out) is not _T or _compiling() or _flags._is_compiling_flag:  # _compiling_parts
         return False
     try:
         dev = device_info(x)  # early: off a ROCm device (dev None) nothing below needs asking
