@@ -32,8 +32,8 @@ ratios), never as a ratio of medians taken from different rounds:
   torch.relu(x)               allocating: relu(x)'s pair
   relu(x, out=y) 2-D          the same on a (1, 1) tensor
   launch()                    the package's launch function (_launch.launch: argument
-                              packing, the ctypes hipModuleLaunchKernel call, the error
-                              check): CPU/gfx950 only
+                              packing, the ctypes call, the error check; on the null
+                              stream hipDrvLaunchKernelEx): CPU/gfx950 only
   floor                       a bare ctypes hipModuleLaunchKernel with pre-packed arguments
                               (_launch.prepacked): CPU/gfx950 only
   floor (Ex)                  the same with hipDrvLaunchKernelEx, the fast path's launch on
@@ -182,7 +182,7 @@ def cpu_setup(args, torch):
     meta = {"mode": "cpu", "path": key, "device": "CPU, presented as gfx950; no-op libamdhip64 (tools/noop_hip)"}
     pairs = (("relu(x, out=y)", "torch.clamp_min(x, 0, out=y)"), ("relu(x)", "torch.relu(x)"),
              ("relu(x, out=y) + modelled query", "torch.clamp_min(x, 0, out=y)"),
-             ("relu(x, out=y)", "floor (Ex)"), ("launch()", "floor"))
+             ("relu(x, out=y)", "floor (Ex)"), ("launch()", "floor (Ex)"))
     return methods, start, check, around_round, meta, pairs, None
 
 

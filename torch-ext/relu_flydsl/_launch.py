@@ -4,7 +4,7 @@ same launch that relu()'s fast path makes inline (_dispatch.fast).
     launch(function, block, x_addr, y_addr, numel, grid, stream) -> HIP error (0: launched)
     THREAD.state, prepare(state, args)   this thread's launch arguments, prepared once per change
     launch_kernel / launch_ex            hipModuleLaunchKernel / hipDrvLaunchKernelEx (None without it)
-    null_stream_config(grid, block)      an entry's HIP_LAUNCH_CONFIG for launch_ex (null stream only)
+    null_stream_config(grid, block)      a HIP_LAUNCH_CONFIG for launch_ex (the null stream only)
 
 The ladder kernels take one 28-byte kernarg segment (the manifest's `args`):
 
@@ -23,8 +23,9 @@ reported again by torch's next launch check.
 hipModuleLaunchKernel is called without ctypes argtypes: every argument is
 either a small int (grid, block: passed as C unsigned int values) or a ready
 c_void_p (function, stream, kernelParams) or None (the null stream, no
-extra), which halves the call's cost. On the null stream the fast path calls
-hipDrvLaunchKernelEx instead, 4 arguments (see below why only there).
+extra), which halves the call's cost. On the null stream hipDrvLaunchKernelEx
+is called instead, 4 arguments (see below why only there): first calls,
+canaries and the fast path launch alike.
 """
 
 import ctypes
@@ -98,10 +99,23 @@ class LaunchConfig(ctypes.Structure):
 assert ctypes.sizeof(LaunchConfig) == 56 and LaunchConfig.hStream.offset == 32 and LaunchConfig.numAttrs.offset == 48
 
 
+CONFIGS = {}  # (grid, block) -> null_stream_config(grid, block), for launch()
+
+
 def null_stream_config(grid: int, block: int):
     """A pointer to the HIP_LAUNCH_CONFIG of one launch on the null stream (it
     keeps the struct alive; never written after this: threads may share it)."""
     return ctypes.pointer(LaunchConfig(grid, 1, 1, block, 1, 1, 0, None, None, 0))
+
+
+def _config(grid: int, block: int):
+    """null_stream_config(grid, block), cached (few sizes launch often)."""
+    c = CONFIGS.get((grid, block))
+    if c is None:
+        if len(CONFIGS) > 256:
+            CONFIGS.clear()
+        c = CONFIGS[(grid, block)] = null_stream_config(grid, block)
+    return c
 
 
 def prepare(state, args, _pack=pack_into):
@@ -136,13 +150,17 @@ launch_ex = None       # hipDrvLaunchKernelEx, bound with it where the runtime h
 
 def launch(function, block: int, x_addr: int, y_addr: int, numel: int, grid: int, stream: int, _a=THREAD) -> int:
     """One kernel launch of `function` (a c_void_p from hipModuleGetFunction)
-    on `stream`, the caller's device current. Returns the HIP error, 0 if none.
-    (relu()'s fast path makes the same launch inline.)"""
+    on `stream`, the caller's device current: hipDrvLaunchKernelEx on the null
+    stream where the runtime has it, else hipModuleLaunchKernel. Returns the HIP
+    error, 0 if none. (relu()'s fast path makes the same launch inline.)"""
     state = _a.state
     args = (x_addr, y_addr, numel, stream)
     if args != state[1]:  # repeated calls (same tensors, same stream) find them prepared already
         prepare(state, args)
-    err = launch_kernel(function, grid, 1, 1, block, 1, 1, 0, state[2], state[0], None)
+    if state[4]:  # the null stream
+        err = launch_ex(_config(grid, block), function, state[0], None)
+    else:
+        err = launch_kernel(function, grid, 1, 1, block, 1, 1, 0, state[2], state[0], None)
     if err:
         _hip.clear_last_error()
     return err
