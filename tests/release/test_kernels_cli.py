@@ -115,7 +115,7 @@ def test_a_machine_without_rocm_torch_is_told_why_nothing_runs(work):
 
 SHORT_OUT = """
 import sys
-sys.path.insert(0, sys.argv[1])
+sys.path.insert(0, sys.argv[1])  # cwd is `work`, outside the checkout, as for a user: this checkout's tools/
 import kernels_cli_vgpu as runner
 dev = runner._virtual_device()
 register = type(dev).register
