@@ -10,9 +10,9 @@ import pytest
 import torch
 
 import relu_flydsl
+from reference import SERVED as DTYPES  # the served dtypes (flash_relu_rocm/dtypes.py)
 from reference import bits, special_values
 
-DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 SIZES = [1, 7, 1023, 4257, 100000]
 
 

@@ -20,10 +20,12 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import vgpu_support as S
+from flash_relu_rocm.registry import RUNGS as _RUNGS
+from reference import SERVED as DTYPES  # the served dtypes (flash_relu_rocm/dtypes.py)
 
 pytestmark = pytest.mark.vgpu
 ROOT = Path(__file__).resolve().parents[2]
-DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+RUNG_NAMES = list(_RUNGS)
 
 
 def _pkg():
@@ -50,7 +52,7 @@ def _checked_call(dev, rung, dtype, n, seed=0, kind="mixed"):
 
 
 # ---- 1. tensors past the 32-bit limits, emulated with lowered limits ------
-@pytest.mark.parametrize("rung", ["v1", "v2", "v3", "v4", "v5"])
+@pytest.mark.parametrize("rung", RUNG_NAMES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_split_launches_past_the_index_limit(vgpu, monkeypatch, rung, dtype):
     """Stands in for > 2^31 elements: max_index lowered to 6000."""
@@ -198,7 +200,7 @@ def layouts(draw):
     offset = draw(st.integers(0, 9))
     transpose = len(shape) > 1 and draw(st.booleans())
     step = draw(st.sampled_from([1, 1, 1, 2]))
-    rung = draw(st.sampled_from(["v1", "v2", "v3", "v4", "v5"]))
+    rung = draw(st.sampled_from(RUNG_NAMES))
     seed = draw(st.integers(0, 2**16))
     return dtype, shape, offset, transpose, step, rung, seed
 
