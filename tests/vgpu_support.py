@@ -190,7 +190,7 @@ class Case:
 
         r = registry.RUNGS[rung]
         maxv = r.max_vec(dtype)
-        tile = r.block * vec * r.unroll
+        tile = r.tile(vec)
         self.rung, self.dtype, self.vec, self.how, self.values = rung, dtype, vec, how, values
         narrow = vec < maxv
         self.x_off = vec if (how == "x-offset" and narrow) else 0

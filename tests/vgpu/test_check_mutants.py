@@ -50,7 +50,7 @@ def test_canary_guards_are_at_least_a_tile():
             vec = 1
             while vec <= rung.max_vec(dtype):
                 c = canary.Canary(rung, dtype, vec)
-                tile = rung.block * vec * rung.unroll * ELEMENT_BYTES[dtype]
+                tile = rung.tile(vec) * ELEMENT_BYTES[dtype]
                 gaps = (c.x_at, c.out_at - (c.x_at + c.nbytes), c.total - (c.out_at + c.nbytes))
                 assert min(gaps) >= tile, (rung.name, dtype, vec, gaps, tile)
                 vec *= 2

@@ -487,13 +487,11 @@ def test_v3_unroll_machinery_is_exact(vgpu, dtype, n):
     "Beating torch.relu with FlyDSL: A Hands-On Guide to Bandwidth-Bound Kernels"); the unroll path it
     swept must still be correct: v3 at unroll 4, compiled here (it is not
     shipped), planned and launched through the package's launch function."""
-    import dataclasses
-
     from relu_flydsl import _hip, _launch
-    from relu_flydsl.flash_relu_rocm.registry import RUNGS
+    from relu_flydsl.flash_relu_rocm import v3_tuned
 
     plan = _pkg()[3]
-    rung = dataclasses.replace(RUNGS["v3"], unroll=4)
+    rung = v3_tuned.unrolled(4)
     xbits = S.make_bits("mixed", n, dtype, seed=n)
     x, xbuf = S.guarded_input(vgpu, xbits, dtype)
     out, obuf = vgpu.guarded((n,), dtype, name="out")
