@@ -162,7 +162,7 @@ def test_in_place_on_a_strided_view():
 
 
 @pytest.mark.parametrize("bad,exc,match", [
-    (("int8",), ValueError, "unsupported dtype 'int8'"),
+    (("uint8",), ValueError, "unsupported dtype 'uint8'"),
     (torch.int32, ValueError, "unsupported dtype"),
 ])
 def test_warmup_rejects_unknown_dtypes(bad, exc, match):

@@ -72,7 +72,7 @@ def test_discovery_finds_every_class_and_workload(discovered):
     assert {c.__name__ for c in classes} == EXPECTED_CLASSES
     found = {f"{c.__name__}.{w}" for c in classes for w in _workloads(c)}
     assert found == set(module.bench_table())
-    assert len(found) == _workload_count(module) >= 48  # 48 with bf16/f16/f32 and five rungs
+    assert len(found) == _workload_count(module) >= 52  # 52 with bf16/f16/f32/int8 and five rungs
     for c in classes:
         for w in _workloads(c):
             assert callable(getattr(c, f"verify_{w}", None)), f"{c.__name__}.{w} has no verify"
@@ -89,7 +89,7 @@ def test_full_size_table_is_what_a_gpu_runs(discovered):
     assert t["ReluBenchmark.large"] == {"dtype": "f32", "shape": (4096, 4096), "rung": None}
     dtype_w = {(v["dtype"], v["shape"], v["rung"]) for k, v in t.items() if k.startswith("ReluDtypeBenchmark.")}
     assert dtype_w == {(d, s, None) for d in module.DTYPES for s in POST_SHAPES}
-    assert {"bf16", "f16", "f32"} <= set(module.DTYPES)
+    assert {"bf16", "f16", "f32", "i8"} <= set(module.DTYPES)
     ladder_w = {(v["dtype"], v["shape"], v["rung"]) for k, v in t.items() if k.startswith("ReluLadderBenchmark.")}
     assert ladder_w == {("bf16", s, r) for r in RUNGS for s in POST_SHAPES}
     band = [(v["rung"], v["shape"]) for k, v in t.items() if k.startswith("ReluCacheBandBenchmark.")]
@@ -323,11 +323,11 @@ def test_reports_written(tmp_path):
 
 
 # ---- correctness checks of the harness (run before timing on a GPU) --------------------
-DTYPES = [d for d in SERVED if TABLE[d].floating]  # these checks are about NaN and -0.0
+DTYPES = [d for d in SERVED if TABLE[d].floating]  # the checks below are about NaN and -0.0
 SMALL = (1, 7, 8, 1000, 4257)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", SERVED)
 def test_check_accepts_the_bit_rule(dtype):
     assert checks.check_impl(lambda x, out: out.copy_(checks.bit_rule(x)), dtype, "cpu", SMALL) == []
 

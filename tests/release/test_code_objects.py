@@ -76,7 +76,7 @@ def test_manifest_schema(manifest):
 
 def test_every_planner_kernel_is_built(manifest):
     choices = planner_choices()
-    assert len(choices) == 47  # 5 rungs x 3 dtypes; vec 1..16 bytes / element size for the vectorized ones
+    assert len(choices) == 68  # 5 rungs x 4 dtypes; vec 1..16 bytes / element size for the vectorized ones
     assert {(e["rung"], e["dtype"], e["vec"]) for e in manifest["kernels"].values()} == choices
     assert {(r.name, d, v) for r, d, v in build.kernel_specs()} == choices
 

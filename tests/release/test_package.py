@@ -186,7 +186,7 @@ def test_built_variant_layout(built):
     assert "LICENSE" in meta.digest.files
     # Every code object and the manifest are hashed with the variant.
     objects = sorted(p.name for p in (variant / "code_objects").iterdir())
-    assert "manifest.json" in objects and sum(n.endswith(".co") for n in objects) == 47
+    assert "manifest.json" in objects and sum(n.endswith(".co") for n in objects) == 68
     assert all(f"code_objects/{n}" in meta.digest.files for n in objects)
 
 

@@ -242,6 +242,29 @@ def test_evidence_names_the_first_differing_element(vgpu, monkeypatch):
     assert vgpu.launches == []  # the failed kernel never ran on the call's tensors
 
 
+@pytest.mark.parametrize("lane", [None, 0, 15], ids=["all-lanes", "lane-0", "lane-15"])
+def test_int8_negatives_passed_through_are_caught(vgpu, monkeypatch, lane):
+    """An int8 kernel that returns x unchanged (simulated after the canary's
+    launch), everywhere or in one byte lane of its 16-byte vectors only, is
+    failed with the evidence (the specials -128 and -1 come first, at every lane)."""
+    relu_flydsl, dispatch, canary = _pkg()
+    judge = canary.Canary.judge
+
+    def tampered(self):
+        x, out = self.views()
+        at = slice(None) if lane is None else slice(lane, None, 16)
+        out[at] = x[at]
+        return judge(self)
+
+    monkeypatch.setattr(canary.Canary, "judge", tampered)
+    with pytest.warns(RuntimeWarning, match=r"canary failed v5/int8/x16 on device 0: element \d+ of \d+ "
+                                            r"\(\d+ differ\): input 0x(80|FF), output 0x(80|FF), expected 0x00"):
+        x, out = _call(vgpu, relu_flydsl.relu, torch.int8, 4096, kind="random")
+    assert torch.equal(out, torch.relu(x))
+    assert relu_flydsl.dispatch_stats() == {"fallback/canary failed v5/int8/x16 on device 0": 1}
+    assert vgpu.launches == []
+
+
 def test_guard_write_is_reported(vgpu, monkeypatch):
     relu_flydsl, dispatch, canary = _pkg()
     judge = canary.Canary.judge

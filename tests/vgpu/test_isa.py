@@ -1,8 +1,8 @@
 """Assembly checks on the code objects that ship: every rung x dtype x vector
 width, disassembled from torch-ext/relu_flydsl/code_objects/ (stale or missing
 objects fail here), shows the property the rung exists for. Dtypes built but
-not yet served (int8) are built by the same build function and checked the
-same way. The mutant tests prove the checks fail when a property is lost."""
+not yet served (dtypes.PENDING, none today) are built by the same build function
+and checked the same way. The mutant tests prove the checks fail when a property is lost."""
 
 import dataclasses
 import importlib

@@ -148,6 +148,8 @@ def test_requires_grad_with_out_writes_nothing(vgpu):
 
 @pytest.mark.parametrize("x,reason", [
     (torch.tensor([-3, 0, 7], dtype=torch.int32), "fallback/dtype int32"),
+    (torch.tensor([0, 7, 255], dtype=torch.uint8), "fallback/dtype uint8"),
+    (torch.tensor([-3, 0, 7], dtype=torch.int16), "fallback/dtype int16"),
     (torch.tensor([-1.5, 2.0], dtype=torch.float64), "fallback/dtype float64"),
     (torch.empty(0, 4), "fallback/empty tensor"),
 ])

@@ -83,7 +83,7 @@ def _check(report):
     import vgpu_support as S
 
     assert report["ld.lld"] is None and report["rocm_path"] is None, "the child could find a linker"
-    assert report["cases"] == len(S.planner_kernels()) == 47
+    assert report["cases"] == len(S.planner_kernels()) == 68
     assert report["n_problems"] == 0, report["problems"]
     stats = report["stats"]
     assert all(k.startswith("flydsl/") for k in stats), stats
