@@ -36,6 +36,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from flash_relu_rocm.dtypes import DTYPES
+
 ROOT = Path(__file__).resolve().parent.parent
 NUMEL = 1 << 16
 
@@ -200,7 +202,7 @@ def _progress(text):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--dtype", default="bfloat16", choices=("float32", "float16", "bfloat16"))
+    ap.add_argument("--dtype", default="bfloat16", choices=DTYPES)
     ap.add_argument("--canary-cost", action="store_true", help="print the canary's size and cost per kernel, then exit")
     args = ap.parse_args(argv)
     if args.canary_cost:
