@@ -36,13 +36,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from flash_relu_rocm.dtypes import DTYPES
+
 ROOT = Path(__file__).resolve().parent.parent
 NUMEL = 1 << 16
 
 PREBUILT_CHILD = r"""
 import json, sys, time, warnings
 t_start = time.perf_counter()
-sys.path[:0] = [{root!r}, {root!r} + "/torch-ext"]
 from tools import noop_hip
 noop_hip.load()
 import torch
@@ -72,7 +73,6 @@ print(json.dumps(dict(torch_import=t_torch - t_start, package_import=t_import - 
 JIT_CHILD = r"""
 import json, sys, time, warnings
 t_start = time.perf_counter()
-sys.path[:0] = [{root!r}, {root!r} + "/torch-ext", {root!r} + "/tools"]
 import toolchain
 toolchain.apply()
 from tools import noop_hip
@@ -107,7 +107,6 @@ print(json.dumps(dict(torch_import=t_torch - t_start, package_import=t_import - 
 # canary off or on. The canary's memory comes from tools/vgpu/serve.py.
 VGPU_CHILD = r"""
 import json, os, sys, time
-sys.path[:0] = [{root!r}, {root!r} + "/torch-ext", {root!r} + "/tools"]
 import toolchain
 toolchain.apply()
 os.environ.pop("COMPILE_ONLY", None)
@@ -147,8 +146,6 @@ def canary_cost():
     canary's length, its input/output bytes, the whole guarded allocation, and its
     emulated cost on the virtual gfx950 (waves, instructions per wave, wave-instructions).
     Runs in this process."""
-    for p in (ROOT / "tools", ROOT / "torch-ext", ROOT):
-        sys.path.insert(0, str(p))
     import toolchain
 
     toolchain.apply()
@@ -205,14 +202,14 @@ def _progress(text):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--dtype", default="bfloat16", choices=("float32", "float16", "bfloat16"))
+    ap.add_argument("--dtype", default="bfloat16", choices=DTYPES)
     ap.add_argument("--canary-cost", action="store_true", help="print the canary's size and cost per kernel, then exit")
     args = ap.parse_args(argv)
     if args.canary_cost:
         canary_cost()
         return 0
 
-    fmt = dict(root=str(ROOT), dtype=args.dtype, numel=NUMEL)
+    fmt = dict(dtype=args.dtype, numel=NUMEL)
     scenarios = ("prebuilt objects", "JIT, cold cache", "JIT, warm cache")
     rows = {name: [] for name in scenarios}
     canary = {False: [], True: []}

@@ -33,13 +33,8 @@ import argparse
 import json
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 
-try:
-    from flash_relu_rocm import dtypes as _dtypes
-except ImportError:  # run as a script: the repository root holds flash_relu_rocm/
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from flash_relu_rocm import dtypes as _dtypes
+from flash_relu_rocm import dtypes as _dtypes
 
 INT_VIEW = {name: d.int_view for name, d in _dtypes.TABLE.items()}
 WIDTH = {name: d.width for name, d in _dtypes.TABLE.items()}

@@ -78,7 +78,7 @@ def compiled(rung: Rung, dtype: str, vec: int, device: int = 0):
     """The CompiledFunction for this rung/dtype/vec on `device`; compiles on
     first use. Call it as fn(x, y, grid, stream) with positional arguments
     only, with `device` current (its first call loads the module there)."""
-    key = (rung, dtype, vec, device)  # the whole Rung: v3_tuned.unrolled(n) differs from v3
+    key = (rung, dtype, vec, device)  # the whole Rung: v3_tuned.unrolled(n) (another class) differs from v3
     fn = _compiled.get(key)
     if fn is not None:
         return fn

@@ -21,20 +21,19 @@ class Rung:
     vectorized: bool   # moves up to 128 bits per thread and instruction
     buffer: bool       # buffer descriptors: hardware bounds check, one launch < 4 GiB
     nt_store: bool     # non-temporal store
-    # Vectors per thread: 1 in every rung (the unroll sweep of "Beating
-    # torch.relu with FlyDSL: A Hands-On Guide to Bandwidth-Bound Kernels"
-    # rejected unrolling); the planner, canary and ISA check read only tile().
-    # Only v3's builder takes more: v3_tuned.unrolled(n) gives that variant to its tests.
-    unroll: int = 1
+    # One vector per thread in every rung: the unroll sweep of "Beating torch.relu
+    # with FlyDSL: A Hands-On Guide to Bandwidth-Bound Kernels" rejected unrolling.
+    # The planner, canary and ISA check read only tile(); v3_tuned.unrolled(n), the
+    # swept variant, overrides it.
 
     def max_vec(self, dtype: str) -> int:
         """Widest vector in elements this rung may use for `dtype`."""
         return VECTOR_BYTES // ALL_ELEMENT_BYTES[dtype] if self.vectorized else 1
 
     def tile(self, vec: int) -> int:
-        """Elements one block moves at vector width `vec` (block * vec, times
-        the unroll of v3's swept variant): what the planner's grid divides by."""
-        return self.block * vec * self.unroll
+        """Elements one block moves at vector width `vec`: what the planner's
+        grid divides by."""
+        return self.block * vec
 
     def build(self, dtype: str, vec: int):
         """The `@flyc.jit` launcher for (dtype, vec); imports flydsl. Takes
@@ -43,8 +42,7 @@ class Rung:
         if dtype not in ALL_DTYPES:
             raise ValueError(f"{self.name}: unsupported dtype {dtype!r}; supported: {DTYPES}")
         module = importlib.import_module(f".{self.module}", __package__)
-        extra = {"unroll": self.unroll} if self.unroll != 1 else {}
-        return module.build(dtype, vec, block=self.block, **extra)
+        return module.build(dtype, vec, block=self.block)
 
 
 RUNGS = {

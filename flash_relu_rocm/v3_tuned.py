@@ -11,10 +11,14 @@ machinery lives; `unrolled(n)` gives the swept variant for its tests.
 Blocks above 256 threads need `known_block_size`, declared here.
 """
 
+from dataclasses import asdict, dataclass
+
 import flydsl.compiler as flyc
 import flydsl.expr as fx
 
+from . import dtypes
 from ._common import ELEMENT_TYPES, host_launcher, kernel_name, relu_for
+from .registry import RUNGS, Rung
 
 
 def build(dtype: str, vec: int, block: int = 128, unroll: int = 1):
@@ -51,12 +55,22 @@ def build(dtype: str, vec: int, block: int = 128, unroll: int = 1):
     return host_launcher(relu_v3_tuned, block)
 
 
-def unrolled(unroll: int):
+@dataclass(frozen=True)
+class UnrolledRung(Rung):
+    """v3 with `unroll` vectors per thread: a block moves `unroll` tiles."""
+
+    unroll: int = 1
+
+    def tile(self, vec: int) -> int:
+        return self.block * vec * self.unroll
+
+    def build(self, dtype: str, vec: int):
+        dtypes.get(dtype, pending=True)  # an unknown dtype raises ValueError, as Rung.build
+        return build(dtype, vec, block=self.block, unroll=self.unroll)
+
+
+def unrolled(unroll: int) -> UnrolledRung:
     """The registry's v3 with `unroll` vectors per thread (what the sweep
-    rejected): a Rung whose tile(vec) is block * vec * unroll, so the planner
-    plans its grid, and which builds this file's unrolled kernel."""
-    import dataclasses
-
-    from .registry import RUNGS
-
-    return dataclasses.replace(RUNGS["v3"], unroll=unroll)
+    rejected), for its tests: the planner plans its grid from its tile(), the
+    build compiles this file's unrolled kernel. Never in the registry."""
+    return UnrolledRung(**asdict(RUNGS["v3"]), unroll=unroll)

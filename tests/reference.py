@@ -29,6 +29,9 @@ UINT = {t: np.dtype(f"uint{d.width}").type for t, d in _TORCH.items()}
 # denormals, largest and smallest finite (normal and subnormal), +-1; for
 # int8 -128, -1, 0, 1, 127.
 SPECIAL = {t: list(d.special) for t, d in _TORCH.items()}
+# What relu() serves (dtypes.DTYPES) as torch dtypes, and its floating ones (NaN, -0.0).
+SERVED = tuple(getattr(torch, name) for name in _dtypes.DTYPES)
+SERVED_FLOATS = tuple(t for t in SERVED if _TORCH[t].floating)
 
 
 def _facts(dtype) -> "_dtypes.DType":
@@ -39,7 +42,8 @@ def _facts(dtype) -> "_dtypes.DType":
 
 
 def relu_bits_u(u, dtype):
-    """The bit rule on unsigned bit patterns (numpy), integers only."""
+    """The bit rule on unsigned bit patterns (numpy), integers only. Written
+    here on purpose, apart from the kernels and _canary.expected_bits."""
     u = np.asarray(u)
     d = _facts(dtype)
     sign = (u >> (d.width - 1)) & 1

@@ -6,10 +6,11 @@ import re
 import numpy as np
 import torch
 
+from flash_relu_rocm import dtypes as _dtypes
+from reference import INT_VIEW as SINT  # torch dtype -> its signed integer view (dtypes.py)
 from reference import SPECIAL, UINT
 from reference import relu_bits_u as relu_bits  # the bit rule on unsigned patterns
 
-SINT = {torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16}
 SENTINEL = 0xA5
 
 
@@ -35,7 +36,7 @@ def make_bits(kind, n, dtype, seed):
     raise ValueError(kind)
 
 
-NP_SINT = {torch.float32: np.int32, torch.float16: np.int16, torch.bfloat16: np.int16}
+NP_SINT = {getattr(torch, name): np.dtype(d.int_view).type for name, d in _dtypes.ALL.items()}
 
 
 def to_tensor(bits_u, dtype):
@@ -110,8 +111,9 @@ SUMMARY_LINES = []
 
 # ---- every kernel the planner can choose ------------------------------------
 # relu_<rung>_<idea>_<dtype>_x<vec>_b<block>[_u<unroll>] (flash_relu_rocm._common.kernel_name)
-_KERNEL_ID = re.compile(r"^relu_(v\d+)_\w*?_(float32|float16|bfloat16)_x(\d+)_b\d+(?:_u\d+)?(?:_\d+)?$")
-TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+# the served dtypes (dtypes.DTYPES): a pending dtype's kernels are no planner kernels
+_KERNEL_ID = re.compile(rf"^relu_(v\d+)_\w*?_({'|'.join(_dtypes.DTYPES)})_x(\d+)_b\d+(?:_u\d+)?(?:_\d+)?$")
+TORCH_DTYPES = {name: getattr(torch, name) for name in _dtypes.DTYPES}
 
 
 def kernel_identity(name):
@@ -188,7 +190,7 @@ class Case:
 
         r = registry.RUNGS[rung]
         maxv = r.max_vec(dtype)
-        tile = r.block * vec * r.unroll
+        tile = r.tile(vec)
         self.rung, self.dtype, self.vec, self.how, self.values = rung, dtype, vec, how, values
         narrow = vec < maxv
         self.x_off = vec if (how == "x-offset" and narrow) else 0

@@ -28,10 +28,9 @@ import sys
 import tomllib
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from flash_relu_rocm import build as objects  # noqa: E402  (rungs -> code objects)
+from flash_relu_rocm import build as objects  # rungs -> code objects
 
+ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "torch-ext" / "relu_flydsl"
 VARIANT = "torch-rocm"
 BUILDER = "tools/build_variant.py"

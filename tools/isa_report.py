@@ -33,14 +33,12 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tools"))
+import toolchain
+from flash_relu_rocm import build as objects
+from flash_relu_rocm.dtypes import ALL_ELEMENT_BYTES, DTYPES, PENDING_DTYPES
+from flash_relu_rocm.registry import RUNGS, Rung
 
-import toolchain  # noqa: E402
-from flash_relu_rocm import build as objects  # noqa: E402
-from flash_relu_rocm.dtypes import ALL_ELEMENT_BYTES, DTYPES, PENDING_DTYPES  # noqa: E402
-from flash_relu_rocm.registry import RUNGS, Rung  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _load(path: Path):

@@ -35,15 +35,12 @@ import functools
 import os
 import sys
 import traceback
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
 ROCM_VERSION = "7.0.0"  # what torch.version.hip says here; libamdhip64.so.7 is the stand-in's SONAME
 DEFAULT_ROW_DIVISOR = 65536
 
 
 def _virtual_device():
-    sys.path.insert(0, str(ROOT / "tools"))
     import toolchain
 
     toolchain.apply()  # ld.lld-22 for FlyDSL's gfx950 link step

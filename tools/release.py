@@ -43,8 +43,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import build_variant  # noqa: E402
+import build_variant
 
 ROOT = build_variant.ROOT
 RELEASES = ROOT / "releases"

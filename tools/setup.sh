@@ -4,8 +4,11 @@
 #           that knows gfx950), gcc (the virtual device's HIP stand-in), and
 #           python3-venv when the base Python cannot make a virtual environment
 #   .venv/: the project's virtual environment with requirements.txt (torch 2.13.0,
-#           flydsl 0.5.0, kernels 0.17.2, ...). The user's own Python environment is
-#           never modified: everything goes into .venv (git-ignored).
+#           flydsl 0.5.0, kernels 0.17.2, ...) and the development install
+#           (tools/dev_install.py: each process imports relu_flydsl, flash_relu_rocm,
+#           benchmarks and the tools/ modules from the checkout of what it runs; why
+#           not an editable install: pyproject.toml). The user's own Python environment
+#           is never modified: everything goes into .venv (git-ignored).
 # PYTHON=/path/to/python3 picks the base interpreter (default: python3 on PATH).
 #
 # A ROCm machine keeps its own torch: when the base interpreter has a ROCm build of
@@ -52,8 +55,9 @@ if [ ${#need[@]} -gt 0 ]; then apt_install "${need[@]}"; fi
 # "rocm <site-packages> <hip version>" when the base interpreter has a ROCm torch, else "cpu".
 mode=$("$BASE" tools/base_torch.py)
 req_hash=$(sha256sum requirements.txt | cut -c1-16)
+dev_hash=$(cat pyproject.toml tools/dev_install.py | sha256sum | cut -c1-16)
 base_real=$("$BASE" -c 'import sys; print(sys.executable)')
-stamp="setup-v2 base=$base_real mode=${mode% *} requirements=$req_hash"
+stamp="setup-v2 base=$base_real mode=${mode% *} requirements=$req_hash dev=$dev_hash"
 stamp_file=$VENV/.relu-flydsl-setup
 
 if [ -x "$VPY" ] && [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$stamp" ]; then
@@ -71,7 +75,27 @@ if [ ! -x "$VPY" ]; then
   "$BASE" -m venv "$VENV"
   took "$VENV created"
 fi
+# The same requirements with another development install (or none yet): only that step runs.
+deps_current=false
+if [ -x "$VPY" ] && [ -f "$stamp_file" ] && [ "$(sed 's/ dev=.*//' "$stamp_file")" = "${stamp% dev=*}" ]; then
+  deps_current=true
+fi
 rm -f "$stamp_file"
+
+dev_install() {
+  say "development install into $VENV (tools/dev_install.py)"
+  if ! "$VPY" tools/dev_install.py; then
+    echo "setup: the development install into $VENV failed" >&2
+    exit 1
+  fi
+  took "development install"
+}
+if [ "$deps_current" = true ]; then
+  dev_install
+  echo "$stamp" > "$stamp_file"
+  echo "setup: $VENV up to date, development install renewed"
+  exit 0
+fi
 
 req=requirements.txt
 if [ "${mode%% *}" = rocm ]; then
@@ -100,5 +124,6 @@ if [ "${mode%% *}" = rocm ] && ! "$VPY" -c 'import sys, torch; sys.exit(0 if tor
   exit 1
 fi
 took "pip install"
+dev_install
 echo "$stamp" > "$stamp_file"
 echo "setup: $VENV ready after $((SECONDS - START)) s: $("$VPY" -c 'import torch, flydsl, kernels; print(f"torch {torch.__version__}, flydsl {flydsl.__version__}, kernels {kernels.__version__}")'), $(/usr/lib/llvm-22/bin/llvm-objdump --version | grep -m1 version)"

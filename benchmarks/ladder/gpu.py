@@ -17,7 +17,6 @@ from .cases import cases
 from .progress import Progress
 from .report import TORCH
 
-ROOT = Path(__file__).resolve().parent.parent.parent
 DEVICE = "cuda"  # torch's name for the GPU, CUDA or ROCm; the tests run this mode on "cpu"
 
 
@@ -56,7 +55,6 @@ def load_relu(variant=None):
         from kernels import get_local_kernel
 
         return get_local_kernel(Path(variant))
-    sys.path.insert(0, str(ROOT / "torch-ext"))
     import relu_flydsl
 
     return relu_flydsl

@@ -45,7 +45,6 @@ class Section:
 
 
 def section_isa():
-    sys.path.insert(0, str(ROOT / "tools"))
     import isa_report as isa
 
     how = "disassembled from the shipped code objects, tools/isa_report.py"
@@ -100,13 +99,12 @@ def section_vgpu():
     """Emulated instructions per byte moved per rung, from the virtual gfx950 (tools/vgpu/):
     the kernels launched through relu()'s own path, run by the emulator. Runs in the
     process that calls it (it loads the virtual device's libamdhip64)."""
-    for p in (ROOT / "tools", ROOT / "torch-ext"):
-        sys.path.insert(0, str(p))
     try:
         import toolchain
         import vgpu
     except ImportError as e:
-        return Section(VGPU_TITLE, False, "", reason=f"tools/vgpu is not importable here ({e})")
+        return Section(VGPU_TITLE, False, "", reason=f"tools/vgpu is not importable here ({e}; tools/setup.sh "
+                       "puts tools/ on .venv's import path)")
     toolchain.apply()
     os.environ.pop("COMPILE_ONLY", None)  # the kernels must be launchable in this process
     dev = vgpu.device()
@@ -120,7 +118,7 @@ def section_vgpu():
     for k, (dtype, rung) in enumerate(todo, 1):
         reg = RUNGS[rung]
         vec = reg.max_vec(dtype)
-        assert VGPU_NUMEL % (reg.block * vec * getattr(reg, "unroll", 1)) == 0
+        assert VGPU_NUMEL % reg.tile(vec) == 0
         dev.reset()
         x = checks.check_input(VGPU_NUMEL, dtype, "cpu", seed=3)
         x_before = x.clone()

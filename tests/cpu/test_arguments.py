@@ -118,8 +118,9 @@ def _served_named(message):
     ({"bfloat16": 1}, TypeError),
     ("float64", ValueError),
     (torch.float64, ValueError),
-    (["bfloat16", torch.int8], ValueError),
-    ("int8", ValueError),
+    (["bfloat16", torch.uint8], ValueError),
+    ("uint8", ValueError),
+    (torch.int16, ValueError),
     (HUGE, ValueError),
     ([HUGE], ValueError),
 ], ids=lambda v: _inputs.short(v, 20))

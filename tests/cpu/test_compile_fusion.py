@@ -21,6 +21,7 @@ from torch._inductor.utils import run_and_get_code
 ROOT = Path(__file__).resolve().parents[2]
 
 import relu_flydsl
+from reference import INT_VIEW  # the integer view of each dtype (flash_relu_rocm/dtypes.py)
 from relu_flydsl import _relu, layers
 
 _KERNEL_CALL = re.compile(r"^\s+(cpp_fused_\w+)\(", re.M)
@@ -152,12 +153,13 @@ def test_out_buffer_is_written_by_the_fused_kernel(baseline):
 
 
 # -0.0, a quiet NaN with a payload, a signalling NaN, a negative NaN, a negative denormal, 1.0
-_SPECIALS = {torch.float32: (torch.int32, [-2**31, 0x7FC00123, 0x7F800001, -0x3FFFFF, -2**31 + 1, 0x3F800000]),
-             torch.bfloat16: (torch.int16, [-2**15, 0x7FC1, 0x7F81, -63, -2**15 + 1, 0x3F80])}
+# (this graph's own inputs, as signed bits; not dtypes.py's special table)
+_SPECIALS = {torch.float32: [-2**31, 0x7FC00123, 0x7F800001, -0x3FFFFF, -2**31 + 1, 0x3F800000],
+             torch.bfloat16: [-2**15, 0x7FC1, 0x7F81, -63, -2**15 + 1, 0x3F80]}
 
 
 def _specials(device):
-    return [torch.tensor(bits * 50, dtype=it).view(dt).to(device) for dt, (it, bits) in _SPECIALS.items()]
+    return [torch.tensor(bits * 50, dtype=INT_VIEW[dt]).view(dt).to(device) for dt, bits in _SPECIALS.items()]
 
 
 def _pkg_relu(a, b):
@@ -192,7 +194,7 @@ def test_compiled_relu_is_inductors_torch_relu_bit_for_bit(device):
         got, _, ops = inductor(f, *xs)
         assert ops == ([] if f is not _pkg_out_y else ["check_out", "check_out"]), (f.__name__, ops)
         for g, r, x in zip(got, ref, xs):
-            it = _SPECIALS[x.dtype][0]
+            it = INT_VIEW[x.dtype]
             assert torch.equal(g.view(it), r.view(it)), (f.__name__, x.dtype, g.view(it)[:6], r.view(it)[:6])
 
 

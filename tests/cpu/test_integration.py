@@ -24,13 +24,11 @@ ROOT = Path(__file__).resolve().parents[2]
 import relu_flydsl
 from relu_flydsl import _dispatch, _ops, layers
 from relu_flydsl._relu import _relu_op, _relu_out_op
+from reference import SERVED_FLOATS
+from reference import bits  # the integer view of each dtype (flash_relu_rocm/dtypes.py)
 
 CHILD_ENV = "RELU_FLYDSL_NOOP_CHILD"
 IN_CHILD = os.environ.get(CHILD_ENV) == "1"
-
-
-def bits(t):
-    return t.contiguous().view({torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16}[t.dtype])
 
 
 # ---- 1. torch.library registration, opcheck, torch.compile --------------------
@@ -138,7 +136,7 @@ def test_compile_out_variant_fullgraph(compile_mode):
 
 
 # ---- 2. autograd ---------------------------------------------------------------
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("dtype", SERVED_FLOATS)
 def test_gradients_bit_identical_to_torch(dtype):
     vals = [0.0, -0.0, 1.5, -2.0, float("nan"), float("inf"), float("-inf"), 1e-40, -1e-40, 3.0]
     x = torch.tensor(vals, dtype=torch.float32).to(dtype)

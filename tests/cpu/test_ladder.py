@@ -19,7 +19,7 @@ from benchmarks.ladder import __main__ as cli
 from benchmarks.ladder import cases as cases_mod
 from benchmarks.ladder import checks, gpu, report, timing
 
-DTYPES = ["float32", "float16", "bfloat16"]
+DTYPES = list(rs.DTYPES)  # the served floating dtypes (flash_relu_rocm/dtypes.py): NaN and -0.0 checks
 SMALL = (1, 7, 8, 1000, 4257)
 
 
@@ -281,7 +281,7 @@ def test_gpu_mode_end_to_end_on_cpu_gates_rungs_on_the_bit_rule(tmp_path, monkey
 
 
 def test_same_ignoring_zero_sign_used_by_the_hardware_suite():
-    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+    for dtype in (getattr(torch, d) for d in DTYPES):
         a = torch.tensor([0.0, -0.0, 1.0, float("nan")], dtype=dtype)
         b = torch.tensor([-0.0, 0.0, 1.0, float("nan")], dtype=dtype)
         assert bool(rs.same_ignoring_zero_sign(a, b).all())

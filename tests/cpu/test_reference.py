@@ -35,7 +35,7 @@ def test_rule_on_special_values(dtype):
 @pytest.mark.parametrize("dtype", INTEGERS, ids=str)
 def test_integer_rule_on_special_values(dtype):
     x = special_values(dtype)
-    assert sorted(x.tolist()) == [-128, -1, 0, 1, 127]
+    assert sorted(x.tolist()) == [-128, -1, 0, 1, 127]  # restated on purpose: checks dtypes.py's int8 row
     assert relu_bits(x).tolist() == [0 if v < 0 else v for v in x.tolist()]
 
 

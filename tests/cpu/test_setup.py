@@ -86,7 +86,7 @@ def _run_setup(tmp_path, tty):
 
     repo = tmp_path / "repo"
     (repo / "tools").mkdir(parents=True)
-    for rel in ("tools/setup.sh", "tools/base_torch.py", "requirements.txt"):
+    for rel in ("tools/setup.sh", "tools/base_torch.py", "tools/dev_install.py", "requirements.txt", "pyproject.toml"):
         (repo / rel).write_bytes((ROOT / rel).read_bytes())
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 import relu_flydsl
+from reference import INT_VIEW  # the integer view of each dtype (flash_relu_rocm/dtypes.py)
 
 transformers = pytest.importorskip("transformers", reason="transformers is not installed (requirements.txt pins it)")
 
@@ -55,7 +56,7 @@ def the_ids():
 
 
 def bits(t):
-    return t.view({torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16}[t.dtype])
+    return t.view(INT_VIEW[t.dtype])
 
 
 def models(dtype):

@@ -30,6 +30,7 @@ import torch
 
 import relu_flydsl
 from flash_relu_rocm.registry import RUNGS
+from reference import SERVED as DTYPES  # the served dtypes (flash_relu_rocm/dtypes.py)
 from reference import assert_relu_bits, special_values
 
 from benchmarks import relu_semantics  # pure torch: the observation of torch.relu on a device
@@ -51,7 +52,6 @@ def _gfx950_device():
 DEVICE, WHY = _gfx950_device()
 pytestmark = [pytest.mark.hardware, pytest.mark.skipif(DEVICE is None, reason=f"needs a gfx950 GPU (MI350X/MI355X): {WHY}")]
 
-DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 SIZES = [1, 7, 8, 1023, 1024, 4257, 65536, 100000, 1048576, 1048583, 8192 * 8192]
 GUARD = 8192
 SENTINEL = -7.0

@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 from benchmarks.ladder import __main__ as cli
 from benchmarks.ladder import cases as cases_mod
 from benchmarks.ladder import checks, gpu, nogpu, report, timing
-from flash_relu_rocm.dtypes import ELEMENT_BYTES
+from flash_relu_rocm.dtypes import DTYPES as SERVED
+from flash_relu_rocm.dtypes import ELEMENT_BYTES, TABLE
 from flash_relu_rocm.registry import RUNGS
 
 TEST_ROW_DIVISOR = 1 << 20  # every shape becomes 1 row: the rules checked here do not depend on size
@@ -71,7 +72,7 @@ def test_discovery_finds_every_class_and_workload(discovered):
     assert {c.__name__ for c in classes} == EXPECTED_CLASSES
     found = {f"{c.__name__}.{w}" for c in classes for w in _workloads(c)}
     assert found == set(module.bench_table())
-    assert len(found) == _workload_count(module) >= 48  # 48 with bf16/f16/f32 and five rungs
+    assert len(found) == _workload_count(module) >= 52  # 52 with bf16/f16/f32/int8 and five rungs
     for c in classes:
         for w in _workloads(c):
             assert callable(getattr(c, f"verify_{w}", None)), f"{c.__name__}.{w} has no verify"
@@ -88,12 +89,12 @@ def test_full_size_table_is_what_a_gpu_runs(discovered):
     assert t["ReluBenchmark.large"] == {"dtype": "f32", "shape": (4096, 4096), "rung": None}
     dtype_w = {(v["dtype"], v["shape"], v["rung"]) for k, v in t.items() if k.startswith("ReluDtypeBenchmark.")}
     assert dtype_w == {(d, s, None) for d in module.DTYPES for s in POST_SHAPES}
-    assert {"bf16", "f16", "f32"} <= set(module.DTYPES)
+    assert {"bf16", "f16", "f32", "i8"} <= set(module.DTYPES)
     ladder_w = {(v["dtype"], v["shape"], v["rung"]) for k, v in t.items() if k.startswith("ReluLadderBenchmark.")}
-    assert ladder_w == {("bf16", s, r) for r in ("v1", "v2", "v3", "v4", "v5") for s in POST_SHAPES}
+    assert ladder_w == {("bf16", s, r) for r in RUNGS for s in POST_SHAPES}
     band = [(v["rung"], v["shape"]) for k, v in t.items() if k.startswith("ReluCacheBandBenchmark.")]
     assert {r for r, _ in band} == {"v4", "v5"}
-    mb = sorted({round(2 * s[0] * s[1] * 2 / 1e6) for _, s in band})
+    mb = sorted({round(2 * s[0] * s[1] * ELEMENT_BYTES["bfloat16"] / 1e6) for _, s in band})
     assert mb == [134, 201, 268, 403, 537, 805, 1074]
     assert all(v["dtype"] == "bf16" for k, v in t.items() if k.startswith("ReluCacheBandBenchmark."))
 
@@ -322,11 +323,11 @@ def test_reports_written(tmp_path):
 
 
 # ---- correctness checks of the harness (run before timing on a GPU) --------------------
-DTYPES = ["float32", "float16", "bfloat16"]
+DTYPES = [d for d in SERVED if TABLE[d].floating]  # the checks below are about NaN and -0.0
 SMALL = (1, 7, 8, 1000, 4257)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", SERVED)
 def test_check_accepts_the_bit_rule(dtype):
     assert checks.check_impl(lambda x, out: out.copy_(checks.bit_rule(x)), dtype, "cpu", SMALL) == []
 
@@ -452,8 +453,8 @@ def test_no_gpu_vgpu_section_counts_instructions(tmp_path):
     s = nogpu.subprocess_section("vgpu", "virtual gfx950", 600, tmp_path)
     assert s.available, s.reason
     d = s.data
-    assert all("failed" not in d[f"{r}/{t}"] for r in RUNGS for t in ("bfloat16", "float16", "float32"))
-    for t in ("bfloat16", "float16", "float32"):
+    assert all("failed" not in d[f"{r}/{t}"] for r in RUNGS for t in SERVED)
+    for t in SERVED:
         per_kib = {r: d[f"{r}/{t}"]["wave_instructions_per_kib"] for r in RUNGS}
         assert per_kib["v1"] > 2.5 * per_kib["v2"]
         assert per_kib["v4"] <= per_kib["v2"]

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 from flash_relu_rocm import build, plan
 from flash_relu_rocm.dtypes import ELEMENT_BYTES
-from flash_relu_rocm.registry import DTYPES, RUNGS
+from flash_relu_rocm.registry import DTYPES, RUNGS, VECTOR_BYTES
 
 OBJECTS = build.OBJECTS_DIR
 ENTRY_KEYS = {"rung", "dtype", "vec", "block", "file", "symbol", "kernarg_size", "args", "sha256"}
@@ -45,7 +45,7 @@ def planner_choices():
         for dtype in DTYPES:
             esize = ELEMENT_BYTES[dtype]
             for numel in range(1, 65):
-                for offset in range(0, 16 // esize + 1):
+                for offset in range(0, VECTOR_BYTES // esize + 1):
                     p = plan.plan(rung, dtype, numel, 4096 + offset * esize, 8192)
                     seen.add((rung.name, dtype, p.vec))
     return seen
@@ -76,7 +76,7 @@ def test_manifest_schema(manifest):
 
 def test_every_planner_kernel_is_built(manifest):
     choices = planner_choices()
-    assert len(choices) == 47  # 5 rungs x 3 dtypes; vec 1..16 bytes / element size for the vectorized ones
+    assert len(choices) == 68  # 5 rungs x 4 dtypes; vec 1..16 bytes / element size for the vectorized ones
     assert {(e["rung"], e["dtype"], e["vec"]) for e in manifest["kernels"].values()} == choices
     assert {(r.name, d, v) for r, d, v in build.kernel_specs()} == choices
 

@@ -157,6 +157,7 @@ def test_hub_client_must_know_kernel_repos(monkeypatch):
         release.check_hub_client()
 
 
+# Example release surfaces for the rules (the messages below name their members), not the registry's
 API = ["layers", "relu", "verify_digest"]
 DTYPES = ["bfloat16", "float16", "float32"]
 RUNGS = ["v1", "v2", "v3", "v4", "v5"]
@@ -223,7 +224,7 @@ def test_the_build_reads_rungs_from_the_variants_registry(built):
     out, manifest = built
     from flash_relu_rocm.registry import RUNGS as registry_rungs
 
-    assert manifest["rungs"] == sorted(registry_rungs) == RUNGS
+    assert manifest["rungs"] == sorted(registry_rungs)
     variant = out / "build" / "torch-rocm"
     registry = variant / "flash_relu_rocm" / "registry.py"
     copy_ = out.parent / "doctored"
@@ -234,7 +235,7 @@ def test_the_build_reads_rungs_from_the_variants_registry(built):
     text = registry.read_text()
     line = next(l for l in text.splitlines() if 'Rung("v4"' in l)
     (copy_ / "flash_relu_rocm" / "registry.py").write_text(text.replace(line + "\n", ""))
-    assert release.ladder_rungs(copy_) == ["v1", "v2", "v3", "v5"]
+    assert release.ladder_rungs(copy_) == [r for r in sorted(registry_rungs) if r != "v4"]
 
 
 def test_recorded_release_matches_the_rules(built):

@@ -13,6 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 import release
+from flash_relu_rocm.dtypes import DTYPES
 
 VERSION = int(tomllib.loads((ROOT / "build.toml").read_text())["general"]["version"])
 
@@ -47,7 +48,7 @@ def test_card_front_matter_and_api(built):
     assert "library_name: kernels" in front and "license: apache-2.0" in front and "tags:" in front
     for symbol in release.public_api(built / "build" / "torch-rocm"):
         assert f"`{symbol}`" in card, f"the card does not mention public symbol {symbol}"
-    for dtype in ("float32", "float16", "bfloat16"):
+    for dtype in DTYPES:
         assert dtype in card
     assert "RELU_FLYDSL_DISABLE" in card and "RELU_FLYDSL_RUNG" in card
     assert "`verify_digest`" in card and "`verify_variant`" in card

@@ -12,10 +12,12 @@ import pytest
 import torch
 
 import vgpu_support as S
+from flash_relu_rocm.build import kernel_specs
+from flash_relu_rocm.registry import RUNGS as _RUNGS
+from reference import SERVED as DTYPES  # the served dtypes (flash_relu_rocm/dtypes.py)
 from vgpu.serve import serve
 
 pytestmark = pytest.mark.vgpu
-DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
 def _pkg():
@@ -120,7 +122,7 @@ def test_expected_bits_for_integer_dtypes():
     """expected_bits takes integer dtypes too: y = 0 where x < 0, else x."""
     from relu_flydsl import _canary
 
-    bits = torch.tensor([-128, -1, 0, 1, 127], dtype=torch.int8)
+    bits = torch.tensor([-128, -1, 0, 1, 127], dtype=torch.int8)  # an independent oracle, not dtypes.py's row
     assert _canary.expected_bits(bits, "int8").tolist() == [0, 0, 0, 1, 127]
 
 
@@ -147,16 +149,11 @@ def test_every_kernel_passes_its_canary_through_warmup(vgpu):
     """warmup() runs the canary of every kernel it loads: every rung x dtype
     x vector width, all passing on the virtual gfx950."""
     relu_flydsl, dispatch, _ = _pkg()
-    from relu_flydsl.flash_relu_rocm.registry import RUNGS
-
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        for name, r in RUNGS.items():
-            for dtype in ("float32", "float16", "bfloat16"):
-                vecs = [v for v in (1, 2, 4, 8) if v <= r.max_vec(dtype)]
-                relu_flydsl.warmup(dtype, rungs=name, vecs=vecs)
-    expected = {(name, dtype, v, 0) for name, r in RUNGS.items() for dtype in ("float32", "float16", "bfloat16")
-                for v in (1, 2, 4, 8) if v <= r.max_vec(dtype)}
+        for r, dtype, vec in kernel_specs():  # the build's table: every shipped kernel
+            relu_flydsl.warmup(dtype, rungs=r.name, vecs=vec)
+    expected = {(r.name, dtype, vec, 0) for r, dtype, vec in kernel_specs()}
     assert dispatch.STATE.canary_runs == {k: 1 for k in expected}
     assert all(dispatch.STATE.verdicts[k] is None for k in expected)
     launches = len(vgpu.canary_launches)
@@ -166,7 +163,7 @@ def test_every_kernel_passes_its_canary_through_warmup(vgpu):
 
 # ---- each kernel mutant is caught by its canary -----------------------------
 # calls that reach each rung with sizes a vector divides and sizes it does not
-_MUTANT_CALLS = [(rung, dtype, n) for rung in ("v1", "v2", "v3", "v4", "v5")
+_MUTANT_CALLS = [(rung, dtype, n) for rung in _RUNGS
                  for dtype in (torch.float32, torch.bfloat16) for n in (4096, 7)]
 
 
@@ -243,6 +240,29 @@ def test_evidence_names_the_first_differing_element(vgpu, monkeypatch):
     assert torch.equal(out, torch.relu(x))
     assert relu_flydsl.dispatch_stats() == {"fallback/canary failed v5/float32/x4 on device 0": 1}
     assert vgpu.launches == []  # the failed kernel never ran on the call's tensors
+
+
+@pytest.mark.parametrize("lane", [None, 0, 15], ids=["all-lanes", "lane-0", "lane-15"])
+def test_int8_negatives_passed_through_are_caught(vgpu, monkeypatch, lane):
+    """An int8 kernel that returns x unchanged (simulated after the canary's
+    launch), everywhere or in one byte lane of its 16-byte vectors only, is
+    failed with the evidence (the specials -128 and -1 come first, at every lane)."""
+    relu_flydsl, dispatch, canary = _pkg()
+    judge = canary.Canary.judge
+
+    def tampered(self):
+        x, out = self.views()
+        at = slice(None) if lane is None else slice(lane, None, 16)
+        out[at] = x[at]
+        return judge(self)
+
+    monkeypatch.setattr(canary.Canary, "judge", tampered)
+    with pytest.warns(RuntimeWarning, match=r"canary failed v5/int8/x16 on device 0: element \d+ of \d+ "
+                                            r"\(\d+ differ\): input 0x(80|FF), output 0x(80|FF), expected 0x00"):
+        x, out = _call(vgpu, relu_flydsl.relu, torch.int8, 4096, kind="random")
+    assert torch.equal(out, torch.relu(x))
+    assert relu_flydsl.dispatch_stats() == {"fallback/canary failed v5/int8/x16 on device 0": 1}
+    assert vgpu.launches == []
 
 
 def test_guard_write_is_reported(vgpu, monkeypatch):

@@ -46,11 +46,11 @@ def test_canary_guards_are_at_least_a_tile():
     and out, and after out."""
     _, canary, _, _, RUNGS, ELEMENT_BYTES = _pkg()
     for rung in RUNGS.values():
-        for dtype in ("float32", "bfloat16"):
+        for dtype in ELEMENT_BYTES:  # every served dtype
             vec = 1
             while vec <= rung.max_vec(dtype):
                 c = canary.Canary(rung, dtype, vec)
-                tile = rung.block * vec * rung.unroll * ELEMENT_BYTES[dtype]
+                tile = rung.tile(vec) * ELEMENT_BYTES[dtype]
                 gaps = (c.x_at, c.out_at - (c.x_at + c.nbytes), c.total - (c.out_at + c.nbytes))
                 assert min(gaps) >= tile, (rung.name, dtype, vec, gaps, tile)
                 vec *= 2

@@ -10,9 +10,10 @@ import pytest
 import torch
 
 import vgpu_support as S
+from flash_relu_rocm.registry import RUNGS
+from reference import SERVED as DTYPES  # the served dtypes (flash_relu_rocm/dtypes.py)
 
 pytestmark = pytest.mark.vgpu
-DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
 def _pkg():
@@ -56,7 +57,7 @@ def test_tensor_on_device_1_while_device_0_is_current(two, dtype):
     mine = [r for r in two.launches]
     assert len(mine) == 2 and all(r.device == 1 and r.stream == two.stream[1] for r in mine), mine
     assert all(r.device == 1 for r in two.canary_launches) and len(two.canary_launches) == 1
-    vec = 16 // torch.empty((), dtype=dtype).element_size()
+    vec = RUNGS["v5"].max_vec(name)
     assert dispatch.STATE.canary_runs == {("v5", name, vec, 1): 1}
     # device 1 got its own module of the shipped object, loaded with device 1 current
     assert two.counts()["load"] == loads + 1
@@ -87,7 +88,7 @@ def test_threads_use_both_devices_alternately(two):
     relu_flydsl, dispatch, _ = _pkg()
     jobs = []
     for i in range(8):
-        device, dtype = i % 2, DTYPES[i % 3]
+        device, dtype = i % 2, DTYPES[i % len(DTYPES)]
         xbits = S.make_bits("mixed", 4096, dtype, 10 + i)
         x, _ = two.guarded((4096,), dtype, name=f"x{i}", device=device)
         x.copy_(S.to_tensor(xbits, dtype))

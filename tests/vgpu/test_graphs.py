@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import vgpu_support as S
+from reference import SERVED  # the served dtypes (flash_relu_rocm/dtypes.py)
 
 pytestmark = pytest.mark.vgpu
 
@@ -53,7 +54,7 @@ def _capture_and_replay(dev, dtype, n, rounds=3):
     return nodes, len(dev.launches) - launched
 
 
-@pytest.mark.parametrize("dtype", (torch.float32, torch.float16, torch.bfloat16), ids=str)
+@pytest.mark.parametrize("dtype", SERVED, ids=str)
 def test_warmup_then_capture_a_single_launch(cap, dtype):
     relu_flydsl, dispatch, _ = _pkg()
     relu_flydsl.warmup(dtype)

@@ -111,18 +111,22 @@ def test_shipped_kernels_pass_and_fail_without_their_nops(vgpu):
 
     kernels = S.loaded_kernels(vgpu)
     assert len(kernels) == len(S.planner_kernels())
-    stripped_total, with_nops = 0, 0
+    stripped_total, with_nops, float_with_nops = 0, 0, 0
     for ident, k in sorted(kernels.items()):
         assert Program(k).nop_hazards == [], (ident, Program(k).nop_hazards)
         nops = [ln for ln in k.lines if ln.mnemonic == "s_nop"]
         found = Program(dataclasses.replace(k, lines=[ln for ln in k.lines if ln.mnemonic != "s_nop"])).nop_hazards
         if nops:
             with_nops += 1
+            float_with_nops += S.TORCH_DTYPES[ident[1]].is_floating_point
             assert found, f"{ident}: removing its {len(nops)} s_nop(s) went unnoticed"
         else:
             assert not found
         stripped_total += len(found)
-    assert with_nops >= len(kernels) - 4 and stripped_total > with_nops
+    # a float kernel's compare writes vcc for its select: all but four need s_nops; int8's
+    # v_perm/v_bitop3 and v_max_i16 write no SGPR, so only its x2 kernels carry any
+    floats = sum(S.TORCH_DTYPES[ident[1]].is_floating_point for ident in kernels)
+    assert float_with_nops >= floats - 4 and stripped_total > with_nops
     S.SUMMARY_LINES.append(f"s_nop hazard check: {len(kernels)} kernels clean; with their s_nops removed "
                            f"{with_nops}/{with_nops} fail ({stripped_total} hazards)")
 

@@ -20,10 +20,12 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import vgpu_support as S
+from flash_relu_rocm.registry import RUNGS as _RUNGS
+from reference import SERVED as DTYPES  # the served dtypes (flash_relu_rocm/dtypes.py)
 
 pytestmark = pytest.mark.vgpu
 ROOT = Path(__file__).resolve().parents[2]
-DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+RUNG_NAMES = list(_RUNGS)
 
 
 def _pkg():
@@ -50,7 +52,7 @@ def _checked_call(dev, rung, dtype, n, seed=0, kind="mixed"):
 
 
 # ---- 1. tensors past the 32-bit limits, emulated with lowered limits ------
-@pytest.mark.parametrize("rung", ["v1", "v2", "v3", "v4", "v5"])
+@pytest.mark.parametrize("rung", RUNG_NAMES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_split_launches_past_the_index_limit(vgpu, monkeypatch, rung, dtype):
     """Stands in for > 2^31 elements: max_index lowered to 6000."""
@@ -146,6 +148,8 @@ def test_requires_grad_with_out_writes_nothing(vgpu):
 
 @pytest.mark.parametrize("x,reason", [
     (torch.tensor([-3, 0, 7], dtype=torch.int32), "fallback/dtype int32"),
+    (torch.tensor([0, 7, 255], dtype=torch.uint8), "fallback/dtype uint8"),
+    (torch.tensor([-3, 0, 7], dtype=torch.int16), "fallback/dtype int16"),
     (torch.tensor([-1.5, 2.0], dtype=torch.float64), "fallback/dtype float64"),
     (torch.empty(0, 4), "fallback/empty tensor"),
 ])
@@ -198,7 +202,7 @@ def layouts(draw):
     offset = draw(st.integers(0, 9))
     transpose = len(shape) > 1 and draw(st.booleans())
     step = draw(st.sampled_from([1, 1, 1, 2]))
-    rung = draw(st.sampled_from(["v1", "v2", "v3", "v4", "v5"]))
+    rung = draw(st.sampled_from(RUNG_NAMES))
     seed = draw(st.integers(0, 2**16))
     return dtype, shape, offset, transpose, step, rung, seed
 
@@ -303,7 +307,7 @@ def test_failed_launch_raises(vgpu, rung):
 # ---- 6. broken environments (each in a fresh process) ---------------------
 ENV_SCRIPT = r"""
 import os, sys, warnings
-sys.path[:0] = [{root!r}, {root!r} + '/torch-ext', {root!r} + '/tools', {root!r} + '/tests']
+sys.path.insert(0, {root!r} + '/tests')  # vgpu_support: the test support modules are not installed
 os.environ.update({env!r})
 import torch
 import relu_flydsl
@@ -485,13 +489,11 @@ def test_v3_unroll_machinery_is_exact(vgpu, dtype, n):
     "Beating torch.relu with FlyDSL: A Hands-On Guide to Bandwidth-Bound Kernels"); the unroll path it
     swept must still be correct: v3 at unroll 4, compiled here (it is not
     shipped), planned and launched through the package's launch function."""
-    import dataclasses
-
     from relu_flydsl import _hip, _launch
-    from relu_flydsl.flash_relu_rocm.registry import RUNGS
+    from relu_flydsl.flash_relu_rocm import v3_tuned
 
     plan = _pkg()[3]
-    rung = dataclasses.replace(RUNGS["v3"], unroll=4)
+    rung = v3_tuned.unrolled(4)
     xbits = S.make_bits("mixed", n, dtype, seed=n)
     x, xbuf = S.guarded_input(vgpu, xbits, dtype)
     out, obuf = vgpu.guarded((n,), dtype, name="out")

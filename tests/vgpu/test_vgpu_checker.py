@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import vgpu_support as S
+from flash_relu_rocm.registry import RUNGS
 
 pytestmark = pytest.mark.vgpu
 
@@ -49,13 +50,13 @@ def test_buffer_rung_with_straddling_vector_is_caught(vgpu, model, dtype):
     vgpu.errors_expected = True
     vgpu.straddle = model
     tdt = getattr(torch, dtype)
-    vec = 16 // torch.empty((), dtype=tdt).element_size()
+    vec = RUNGS["v4"].max_vec(dtype)
     n = 1000 * vec + vec // 2 + 1
     xbits = S.make_bits("random", n, tdt, seed=9)
     x, xbuf = S.guarded_input(vgpu, xbits, tdt)
     y, obuf = vgpu.guarded((n,), tdt, name="out")
     fn = _compiled("v4", dtype, vec)
-    fn(x, y, -(-n // (128 * vec)), 0)
+    fn(x, y, -(-n // RUNGS["v4"].tile(vec)), 0)
     found = _problems(vgpu, y, obuf, S.relu_bits(xbits, tdt))
     if dtype == "float32" and model == "dword":
         # per-dword range checking masks a straddling f32 vector exactly: each f32 is one word

@@ -9,12 +9,13 @@ import pytest
 import torch
 
 import vgpu_support as S
+from flash_relu_rocm.registry import RUNGS
+from reference import SERVED as DTYPES  # the served dtypes (flash_relu_rocm/dtypes.py)
 
 pytestmark = pytest.mark.vgpu
 
-RUNG_NAMES = ("v1", "v2", "v3", "v4", "v5")
-BUFFER_RUNGS = ("v4", "v5")
-DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+RUNG_NAMES = tuple(RUNGS)
+BUFFER_RUNGS = tuple(name for name, r in RUNGS.items() if r.buffer)
 SMALL = (1, 7, 8, 1023, 1024, 4257)
 BIG = (65536, 100000, 1048576, 1048583)
 MODELS = ("dword", "whole", "start")

@@ -458,10 +458,7 @@ def device(build_dir=None):
     before FlyDSL first launches a compiled kernel in this process."""
     global _DEVICE
     if _DEVICE is None:
-        import sys
-
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-        from toolchain import find_tool
+        from toolchain import find_tool  # tools/toolchain.py, beside this package on the import path
 
         objdump = find_tool("llvm-objdump")
         _DEVICE = VirtualGPU(build_stub(build_dir), objdump)

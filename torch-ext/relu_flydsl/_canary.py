@@ -12,8 +12,8 @@ once on that device on a small canary and the result is checked on the host:
   start and in the partial tail, with random numbers and raw random bit
   patterns between;
 - n = one tile + half a tile + one vector: a partial last block (and wave);
-- out must equal the bit rule `+0.0 if x < 0 else x` bit for bit; x and every
-  guard byte must be unchanged.
+- out must equal the bit rule `+0.0 if x < 0 else x` (int8: 0 if x < 0) bit
+  for bit; x and every guard byte must be unchanged.
 
 A canary proves that kernel on those inputs on that device, nothing more: it
 is not a proof for every size. The dispatcher (_dispatch.py) decides when to
