@@ -58,7 +58,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "torch-ext")]
 
 DEFAULT_AGAINST = "849434f"
 BUILD_HINT = ".venv/bin/python -m flash_relu_rocm.build"
@@ -153,7 +152,7 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix="relu-flydsl-compare-") as tmp:
         say(f"extracting {args.against} ({rev}) into {tmp}")
         name = extract(args.against, Path(tmp))
-        sys.path.insert(0, str(Path(tmp) / "torch-ext"))
+        sys.path.insert(0, str(Path(tmp) / "torch-ext"))  # the extracted package, importable by its new name
         old = importlib.import_module(name)
         return run(args, rev, torch, hip, new, old)
 
