@@ -51,8 +51,8 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "torch-ext")]
+from flash_relu_rocm.dtypes import DTYPES
+
 
 GPU_TARGET = 1.15
 BUILD_HINT = ".venv/bin/python tools/build_variant.py"
@@ -230,7 +230,7 @@ def main(argv=None):
     parser.add_argument("--gpu", action="store_true", help="time on the GPU torch sees (CUDA or ROCm), nothing replaced")
     parser.add_argument("--rounds", type=int, help="rounds (default 41 on CPU, 15 on a GPU)")
     parser.add_argument("--calls", type=int, help="calls per method per round (default 3000 on CPU, 20000 on a GPU)")
-    parser.add_argument("--dtype", default="bfloat16", choices=("float32", "float16", "bfloat16"))
+    parser.add_argument("--dtype", default="bfloat16", choices=DTYPES)
     parser.add_argument("--rung", default=None, help="rung (default: the package default)")
     parser.add_argument("--json", help="also write the result here")
     args = parser.parse_args(argv)
