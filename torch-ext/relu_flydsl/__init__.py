@@ -19,7 +19,7 @@ from ._relu import relu
 from ._version import __version__
 from ._verify import verify_digest, verify_variant
 
-# The public API of version 2 (releases/v2.json): adding or removing a symbol needs a new
+# The public API of versions 2 and 3 (releases/v2.json, v3.json): adding or removing a symbol needs a new
 # version (tools/release.py). verify_variant, verify_digest's version-1 name, stays (it warns).
 __all__ = ["__version__", "dispatch_stats", "layers", "relu", "reset_dispatch_stats", "verify_digest",
            "verify_variant", "warmup"]
