@@ -53,6 +53,29 @@ def guarded_input(dev, bits_u, dtype, offset_elems=0, name="x"):
     return x, buf
 
 
+def two_devices(dev):
+    """dev presenting two gfx950s, each with a current stream of its own (dev.stream, by
+    device), device 0 current."""
+    dev.set_device_count(2)
+    dev.stream = {0: dev.create_stream(0), 1: dev.create_stream(1)}
+    dev.set_device(0)
+    return dev
+
+
+def hot_path_pair(dev):
+    """x (4096 random float32 elements) and y = empty_like(x), registered on dev, after
+    relu(x, out=y) twice: the next relu(x, out=y) takes the fast path's cached launch entry."""
+    import relu_flydsl
+
+    x = torch.randn(4096)
+    y = torch.empty_like(x)
+    dev.register(x, name="x")
+    dev.register(y, name="y")
+    relu_flydsl.relu(x, out=y)
+    relu_flydsl.relu(x, out=y)
+    return x, y
+
+
 def assert_guards(buf, view):
     """Every byte of `buf` outside `view` still holds the sentinel."""
     b = buf.numpy()

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 import relu_flydsl
+import vgpu_support as S
 from relu_flydsl import _inputs
 from relu_flydsl.flash_relu_rocm.dtypes import DTYPES
 from relu_flydsl.flash_relu_rocm.registry import RUNGS
@@ -76,12 +77,7 @@ def test_every_known_rung_and_none_are_accepted():
 def test_an_unhashable_rung_is_a_type_error_on_the_hot_path(vgpu):
     """Once a launch entry exists for this size, relu(x, out=y) takes the hot path,
     which looks the rung up in a dict: a list must still be a clear TypeError."""
-    x = torch.randn(4096)
-    y = torch.empty_like(x)
-    vgpu.register(x, name="x")
-    vgpu.register(y, name="y")
-    relu_flydsl.relu(x, out=y)
-    relu_flydsl.relu(x, out=y)
+    x, y = S.hot_path_pair(vgpu)
     assert any(k.startswith("flydsl/") for k in relu_flydsl.dispatch_stats())
     y.fill_(7.0)
     with pytest.raises(TypeError) as e:
@@ -110,6 +106,16 @@ def _served_named(message):
     return all(name in message for name in DTYPES)
 
 
+def _warmup_refusal(exc, dtypes="bfloat16", bad_char="v", **kwargs):
+    """warmup(dtypes, **kwargs)'s message: it raised exc itself (not a subclass) and is short."""
+    with pytest.raises(exc) as e:
+        relu_flydsl.warmup(dtypes, **kwargs)
+    message = str(e.value)
+    assert type(e.value) is exc, message[:300]
+    assert_short(message, bad_char)
+    return message
+
+
 @pytest.mark.parametrize("dtypes,exc", [
     (None, TypeError),
     ([None], TypeError),
@@ -125,11 +131,8 @@ def _served_named(message):
     ([HUGE], ValueError),
 ], ids=lambda v: _inputs.short(v, 20))
 def test_warmup_rejects_bad_dtypes_naming_the_served_ones(dtypes, exc):
-    with pytest.raises(exc) as e:
-        relu_flydsl.warmup(dtypes, devices=())
-    assert type(e.value) is exc
-    assert _served_named(str(e.value)), str(e.value)[:300]
-    assert_short(str(e.value))
+    message = _warmup_refusal(exc, dtypes, devices=())
+    assert _served_named(message), message[:300]
 
 
 @pytest.mark.parametrize("devices,exc,words", [
@@ -150,12 +153,9 @@ def test_warmup_rejects_bad_dtypes_naming_the_served_ones(dtypes, exc):
     (["x" * 100_000], TypeError, "str"),
 ], ids=lambda v: _inputs.short(v, 20))
 def test_warmup_rejects_bad_devices_naming_what_is_accepted(devices, exc, words):
-    with pytest.raises(exc) as e:
-        relu_flydsl.warmup("bfloat16", devices=devices)
-    message = str(e.value)
-    assert type(e.value) is exc and words in message, message[:300]
+    message = _warmup_refusal(exc, devices=devices, bad_char="x")
+    assert words in message, message[:300]
     assert "accepted" in message or "index" in message, message[:300]
-    assert_short(message, "x")
     assert "Torch not compiled" not in message
 
 
@@ -168,19 +168,15 @@ def test_warmup_rejects_bad_devices_naming_what_is_accepted(devices, exc, words)
     ([HUGE], ValueError),
 ], ids=lambda v: _inputs.short(v, 20))
 def test_warmup_rejects_bad_rungs(rungs, exc):
-    with pytest.raises(exc) as e:
-        relu_flydsl.warmup("bfloat16", rungs=rungs, devices=())
-    assert type(e.value) is exc and all(name in str(e.value) for name in RUNGS), str(e.value)[:300]
-    assert_short(str(e.value))
+    message = _warmup_refusal(exc, rungs=rungs, devices=())
+    assert all(name in message for name in RUNGS), message[:300]
 
 
 @pytest.mark.parametrize("vecs,exc", [([0], ValueError), ([-8], ValueError), (["4"], TypeError), ([None], TypeError),
                                       ([True], TypeError), ("4", TypeError)])
 def test_warmup_rejects_bad_vecs(vecs, exc):
-    with pytest.raises(exc) as e:
-        relu_flydsl.warmup("bfloat16", vecs=vecs, devices=())
-    assert type(e.value) is exc and "positive int" in str(e.value), str(e.value)
-    assert_short(str(e.value))
+    message = _warmup_refusal(exc, vecs=vecs, devices=())
+    assert "positive int" in message, message
 
 
 @pytest.mark.vgpu

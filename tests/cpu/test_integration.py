@@ -316,14 +316,21 @@ def _no_sync_no_alloc(monkeypatch):
     monkeypatch.setattr(torch.cuda.Event, "synchronize", forbidden("Event.synchronize"))
 
 
+def _planned(shape):
+    """x = randn(shape) and y = empty_like(x) after a first relu(x, out=y): the kernel is
+    loaded and the launch planned (which may allocate), so the next call meets its cached entry."""
+    x = torch.randn(shape)
+    y = torch.empty_like(x)
+    relu_flydsl.relu(x, out=y)
+    return x, y
+
+
 @pytest.mark.parametrize("shape", [(1000,), (8, 125)])
 def test_noop_out_path_launches_on_current_stream_without_alloc_or_sync(noop_device, monkeypatch, shape):
     if noop_device is None:
         return
     hip = noop_device.hip
-    x = torch.randn(shape)
-    y = torch.empty_like(x)
-    relu_flydsl.relu(x, out=y)  # first call: compiles, plans (may allocate)
+    x, y = _planned(shape)
     start = hip.noop_hip_launch_count()
     syncs, mallocs, copies = hip.noop_hip_sync_count(), hip.noop_hip_malloc_count(), hip.noop_hip_memcpy_count()
     _no_sync_no_alloc(monkeypatch)
@@ -343,9 +350,7 @@ def test_noop_out_path_launches_on_current_stream_without_alloc_or_sync(noop_dev
 def test_noop_out_path_allocates_no_tensor_memory(noop_device):
     if noop_device is None:
         return
-    x = torch.randn(4096)
-    y = torch.empty_like(x)
-    relu_flydsl.relu(x, out=y)
+    x, y = _planned(4096)
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
@@ -385,9 +390,7 @@ def test_noop_disable_env_forces_fallback_everywhere(noop_device, monkeypatch):
     if noop_device is None:
         return
     hip = noop_device.hip
-    x = torch.randn(256)
-    y = torch.empty_like(x)
-    relu_flydsl.relu(x, out=y)  # warm: a cached hot-path entry exists
+    x, y = _planned(256)
     monkeypatch.setenv("RELU_FLYDSL_DISABLE", "1")
     _dispatch.STATE.refresh()
     relu_flydsl.reset_dispatch_stats()
@@ -403,9 +406,7 @@ def test_noop_disable_env_forces_fallback_everywhere(noop_device, monkeypatch):
 def test_noop_rung_env_forces_rung(noop_device, monkeypatch):
     if noop_device is None:
         return
-    x = torch.randn(512)
-    y = torch.empty_like(x)
-    relu_flydsl.relu(x, out=y)
+    x, y = _planned(512)
     monkeypatch.setenv("RELU_FLYDSL_RUNG", "v3")
     _dispatch.STATE.refresh()
     relu_flydsl.reset_dispatch_stats()
@@ -423,9 +424,7 @@ def test_noop_failed_launch_raises(noop_device):
     if noop_device is None:
         return
     hip = noop_device.hip
-    x = torch.randn(128)
-    y = torch.empty_like(x)
-    relu_flydsl.relu(x, out=y)
+    x, y = _planned(128)
     hip.noop_hip_fail_launches(1, 719)
     with pytest.raises(RuntimeError, match="HIP error"):
         relu_flydsl.relu(x, out=y)
@@ -436,9 +435,7 @@ def test_noop_failed_launch_raises(noop_device):
 def test_noop_hot_path_validates_like_check(noop_device):
     if noop_device is None:
         return
-    x = torch.randn(64)
-    y = torch.empty_like(x)
-    relu_flydsl.relu(x, out=y)
+    x, y = _planned(64)
     buf = torch.randn(65)
     with pytest.raises(ValueError, match="overlaps"):
         relu_flydsl.relu(buf[:64], out=buf[1:])

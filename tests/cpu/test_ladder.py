@@ -258,15 +258,22 @@ class _FakeRelu:
         return dict(self.stats)
 
 
-def test_gpu_mode_end_to_end_on_cpu_gates_rungs_on_the_bit_rule(tmp_path, monkeypatch, capsys):
+def _fake_gpu_mode(monkeypatch, fake_relu):
+    """GPU mode on the CPU: a fake gfx950 whose relu_flydsl is a fresh fake_relu(), one 64x256
+    shape, the small check sizes, a timing that calls fn iters + warmup times and reports 10 us,
+    and relu_semantics.observe over 256 copies of each value."""
     monkeypatch.setattr(gpu, "DEVICE", "cpu")
     monkeypatch.setattr(gpu, "gfx950_device", lambda: (True, "fake gfx950"))
-    monkeypatch.setattr(gpu, "load_relu", lambda variant=None: _FakeRelu())
+    monkeypatch.setattr(gpu, "load_relu", lambda variant=None: fake_relu())
     monkeypatch.setattr(cases_mod.workloads, "POST_SHAPES", ((64, 256),))
     monkeypatch.setattr(checks, "CHECK_SIZES", SMALL)
     monkeypatch.setattr(timing, "time_launches",
                         lambda fn, iters, warmup, host=False: [fn() for _ in range(iters + warmup)] and timing.Timing(1e-5))
     monkeypatch.setattr(rs.observe, "__defaults__", (rs.DTYPES, 256))
+
+
+def test_gpu_mode_end_to_end_on_cpu_gates_rungs_on_the_bit_rule(tmp_path, monkeypatch, capsys):
+    _fake_gpu_mode(monkeypatch, _FakeRelu)
     rc = cli.main(["--mode", "gpu", "--rungs", "v4", "v5", "--sweeps", "shapes", "--rounds", "3", "--iters", "2",
                       "--warmup", "1", "--out", str(tmp_path)])
     out = capsys.readouterr().out
@@ -469,14 +476,7 @@ def test_gpu_mode_refuses_a_rung_whose_timed_calls_fell_back(tmp_path, monkeypat
                 return out
             return super().relu(x, out, rung)
 
-    monkeypatch.setattr(gpu, "DEVICE", "cpu")
-    monkeypatch.setattr(gpu, "gfx950_device", lambda: (True, "fake gfx950"))
-    monkeypatch.setattr(gpu, "load_relu", lambda variant=None: Flaky())
-    monkeypatch.setattr(cases_mod.workloads, "POST_SHAPES", ((64, 256),))
-    monkeypatch.setattr(checks, "CHECK_SIZES", SMALL)
-    monkeypatch.setattr(timing, "time_launches",
-                        lambda fn, iters, warmup, host=False: [fn() for _ in range(iters + warmup)] and timing.Timing(1e-5))
-    monkeypatch.setattr(rs.observe, "__defaults__", (rs.DTYPES, 256))
+    _fake_gpu_mode(monkeypatch, Flaky)
     rc = cli.main(["--mode", "gpu", "--rungs", "v5", "--sweeps", "shapes", "--rounds", "2", "--iters", "2",
                    "--warmup", "1", "--out", str(tmp_path)])
     out = capsys.readouterr().out

@@ -23,6 +23,7 @@ import torch
 from torch.func import functionalize, grad, hessian, jacfwd, jacrev, jvp, vmap
 
 import relu_flydsl
+import vgpu_support as S
 from relu_flydsl import _inputs
 
 warnings.filterwarnings("ignore", message=".*(sparse|nested|quantiz|TypedStorage).*")
@@ -51,7 +52,8 @@ class LoggingSubclass(torch.Tensor):
 
 
 class WrapperSubclass(torch.Tensor):
-    """A __torch_dispatch__ wrapper: no storage of its own; aten ops run on `elem`."""
+    """A __torch_dispatch__ wrapper: no storage of its own; aten ops run on `elem`. Results are
+    wrapped again (out= and in-place ops return their argument), as the compared result types need."""
 
     @staticmethod
     def __new__(cls, elem):
@@ -462,12 +464,7 @@ def test_transforms_after_the_kernel_served_that_size(vgpu, transform):
     """relu()'s hot path holds a launch entry for 4096 float32 elements; the same size
     inside a transform (a functionalize wrapper's data pointer reads as 0, a batched
     tensor has none) must still get torch's answer, never a launch."""
-    x = torch.randn(4096)
-    y = torch.empty_like(x)
-    vgpu.register(x, name="x")
-    vgpu.register(y, name="y")
-    relu_flydsl.relu(x, out=y)
-    relu_flydsl.relu(x, out=y)
+    x, y = S.hot_path_pair(vgpu)
     served = relu_flydsl.dispatch_stats()
     assert any(k.startswith("flydsl/") for k in served), served
     launches = len(vgpu.launches)

@@ -221,22 +221,33 @@ def test_unmutated_copy_passes_every_canary(vgpu, monkeypatch, mutant_root):
     assert not any(k.startswith("fallback/") for k in pkg.dispatch_stats())
 
 
+def _failed_canary(vgpu, monkeypatch, edit, dtype, n, match):
+    """relu(x, out=) on n random elements of dtype, with edit(canary) run on each canary after its
+    launch and before its judgement (a wrong kernel, simulated): it warns `match`. Returns (x, out)."""
+    relu_flydsl, _, canary = _pkg()
+    judge = canary.Canary.judge
+
+    def tampered(self):
+        edit(self)
+        return judge(self)
+
+    monkeypatch.setattr(canary.Canary, "judge", tampered)
+    with pytest.warns(RuntimeWarning, match=match):
+        return _call(vgpu, relu_flydsl.relu, dtype, n, kind="random")
+
+
 def test_evidence_names_the_first_differing_element(vgpu, monkeypatch):
     """A kernel whose output is wrong (simulated: the canary's launch is
     followed by one flipped output element) is failed with that element's
     input, output and expected bits."""
-    relu_flydsl, dispatch, canary = _pkg()
-    judge = canary.Canary.judge
+    relu_flydsl = _pkg()[0]
 
-    def tampered(self):
-        out = self.views()[1]
-        out.view(torch.int32)[5] ^= 1  # element 5 of a float32 canary
-        return judge(self)
+    def flip(canary):
+        canary.views()[1].view(torch.int32)[5] ^= 1  # element 5 of a float32 canary
 
-    monkeypatch.setattr(canary.Canary, "judge", tampered)
-    with pytest.warns(RuntimeWarning, match=r"canary failed v5/float32/x4 on device 0: element 5 of \d+ "
-                                            r"\(1 differ\): input 0x[0-9A-F]{8}, output 0x[0-9A-F]{8}, expected"):
-        x, out = _call(vgpu, relu_flydsl.relu, torch.float32, 4096, kind="random")
+    x, out = _failed_canary(vgpu, monkeypatch, flip, torch.float32, 4096,
+                            r"canary failed v5/float32/x4 on device 0: element 5 of \d+ "
+                            r"\(1 differ\): input 0x[0-9A-F]{8}, output 0x[0-9A-F]{8}, expected")
     assert torch.equal(out, torch.relu(x))
     assert relu_flydsl.dispatch_stats() == {"fallback/canary failed v5/float32/x4 on device 0": 1}
     assert vgpu.launches == []  # the failed kernel never ran on the call's tensors
@@ -247,35 +258,29 @@ def test_int8_negatives_passed_through_are_caught(vgpu, monkeypatch, lane):
     """An int8 kernel that returns x unchanged (simulated after the canary's
     launch), everywhere or in one byte lane of its 16-byte vectors only, is
     failed with the evidence (the specials -128 and -1 come first, at every lane)."""
-    relu_flydsl, dispatch, canary = _pkg()
-    judge = canary.Canary.judge
+    relu_flydsl = _pkg()[0]
 
-    def tampered(self):
-        x, out = self.views()
+    def pass_through(canary):
+        x, out = canary.views()
         at = slice(None) if lane is None else slice(lane, None, 16)
         out[at] = x[at]
-        return judge(self)
 
-    monkeypatch.setattr(canary.Canary, "judge", tampered)
-    with pytest.warns(RuntimeWarning, match=r"canary failed v5/int8/x16 on device 0: element \d+ of \d+ "
-                                            r"\(\d+ differ\): input 0x(80|FF), output 0x(80|FF), expected 0x00"):
-        x, out = _call(vgpu, relu_flydsl.relu, torch.int8, 4096, kind="random")
+    x, out = _failed_canary(vgpu, monkeypatch, pass_through, torch.int8, 4096,
+                            r"canary failed v5/int8/x16 on device 0: element \d+ of \d+ "
+                            r"\(\d+ differ\): input 0x(80|FF), output 0x(80|FF), expected 0x00")
     assert torch.equal(out, torch.relu(x))
     assert relu_flydsl.dispatch_stats() == {"fallback/canary failed v5/int8/x16 on device 0": 1}
     assert vgpu.launches == []
 
 
 def test_guard_write_is_reported(vgpu, monkeypatch):
-    relu_flydsl, dispatch, canary = _pkg()
-    judge = canary.Canary.judge
+    relu_flydsl = _pkg()[0]
 
-    def tampered(self):
-        self.buffer[self.out_at + self.nbytes + 3] = 0  # 3 bytes past the output's end
-        return judge(self)
+    def past_the_end(canary):
+        canary.buffer[canary.out_at + canary.nbytes + 3] = 0  # 3 bytes past the output's end
 
-    monkeypatch.setattr(canary.Canary, "judge", tampered)
-    with pytest.warns(RuntimeWarning, match="guard after the output written at byte 3 past the output's end"):
-        _call(vgpu, relu_flydsl.relu, torch.bfloat16, 64, kind="random")
+    _failed_canary(vgpu, monkeypatch, past_the_end, torch.bfloat16, 64,
+                   "guard after the output written at byte 3 past the output's end")
     assert relu_flydsl.dispatch_stats() == {"fallback/canary failed v5/bfloat16/x8 on device 0": 1}
 
 

@@ -25,10 +25,7 @@ def _pkg():
 
 @pytest.fixture
 def two(vgpu):
-    vgpu.set_device_count(2)
-    vgpu.stream = {0: vgpu.create_stream(0), 1: vgpu.create_stream(1)}
-    vgpu.set_device(0)
-    return vgpu
+    return S.two_devices(vgpu)
 
 
 def _checked(dev, device, dtype, n, seed, rung=None):

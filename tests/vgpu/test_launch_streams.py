@@ -12,10 +12,7 @@ pytestmark = pytest.mark.vgpu
 
 @pytest.fixture
 def two_streams(vgpu):
-    vgpu.set_device_count(2)
-    vgpu.stream = {0: vgpu.create_stream(0), 1: vgpu.create_stream(1)}
-    vgpu.set_device(0)
-    return vgpu
+    return S.two_devices(vgpu)
 
 
 def _call(dev, device, dtype, n, seed):

@@ -31,7 +31,8 @@ class Plain(torch.Tensor):
 
 
 class Wrapper(torch.Tensor):
-    """A __torch_dispatch__ wrapper around a plain tensor."""
+    """A __torch_dispatch__ wrapper around a plain tensor. Unlike test_torch_compat's
+    WrapperSubclass it hands torch's results back unwrapped: here only the memory relu() reads counts."""
 
     @staticmethod
     def __new__(cls, inner):

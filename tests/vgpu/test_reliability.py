@@ -344,7 +344,7 @@ print('RESULTS OK')
 
 def _run_env(tmp_path, env, arch="gfx950", use_vgpu=True, objects=None):
     code = ENV_SCRIPT.format(root=str(ROOT), env=env, arch=arch, use_vgpu=use_vgpu, objects=objects)
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT,
                        env={**os.environ, "FLYDSL_RUNTIME_CACHE_DIR": str(tmp_path / "cache")})
     assert r.returncode == 0, f"the process must not crash:\n{r.stdout}\n{r.stderr[-3000:]}"
     assert "RESULTS OK" in r.stdout

@@ -74,7 +74,7 @@ def child_env(vgpu_device, tmp_path_factory):
 
 def _run(env, mode):
     r = subprocess.run([sys.executable, "-c", CHILD, mode, str(ROOT)], env=env, capture_output=True, text=True,
-                       timeout=900)
+                       timeout=900, cwd=ROOT)
     assert r.returncode == 0, f"child failed ({r.returncode}):\n{r.stderr[-3000:]}"
     return json.loads(r.stdout.strip().splitlines()[-1])
 
@@ -104,6 +104,6 @@ def test_serves_with_an_incompatible_flydsl_first_on_the_path(child_env, tmp_pat
         "    raise RuntimeError(f'an incompatible flydsl: no attribute {name!r} here')\n")
     env = dict(child_env, PYTHONPATH=str(tmp_path))
     probe = subprocess.run([sys.executable, "-c", "import flydsl, sys; print(flydsl.__file__)"], env=env,
-                           capture_output=True, text=True)
+                           capture_output=True, text=True, cwd=ROOT)
     assert probe.stdout.strip() == str(stub / "__init__.py"), "the stub must shadow any installed flydsl"
     _check(_run(env, "stub"))

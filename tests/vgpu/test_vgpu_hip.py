@@ -78,6 +78,18 @@ def _pair_on(vgpu, device, seed, tag=""):
     return bits, x, y, ybuf
 
 
+def _capturing(vgpu, device, seed):
+    """The shipped kernel loaded on the current device, a pair on `device` and a new stream
+    of the current device, capturing: (hip, function, stream, (bits, x, y, ybuf))."""
+    hip = _hip(vgpu)
+    image, name = _image(vgpu)
+    f = _load(hip, image, name)
+    s = vgpu.create_stream()
+    pair = _pair_on(vgpu, device, seed=seed)
+    vgpu.begin_capture(s)
+    return hip, f, s, pair
+
+
 def _untouched(ybuf):
     assert (ybuf.numpy() == S.SENTINEL).all(), "the output buffer was written"
 
@@ -239,12 +251,7 @@ def test_capture_records_launches_and_replay_runs_them_with_the_captured_argumen
 
 
 def test_raw_capture_copies_the_argument_bytes(vgpu):
-    hip = _hip(vgpu)
-    image, name = _image(vgpu)
-    f = _load(hip, image, name)
-    s = vgpu.create_stream()
-    bits, x, y, ybuf = _pair_on(vgpu, 0, seed=11)
-    vgpu.begin_capture(s)
+    hip, f, s, (bits, x, y, ybuf) = _capturing(vgpu, 0, seed=11)
     code, args = _launch(hip, f, x, y, s)
     assert code == SUCCESS
     for a in args:                                    # the caller reuses its storage
@@ -258,14 +265,9 @@ def test_raw_capture_copies_the_argument_bytes(vgpu):
 def test_graph_replays_on_its_streams_device(vgpu):
     """A graph captured on device 1 replays on a device-1 stream whatever the current
     device; replayed on a device-0 stream its function has no kernel there (101)."""
-    hip = _hip(vgpu)
-    image, name = _image(vgpu)
     vgpu.set_device_count(2)
     vgpu.set_device(1)
-    f1 = _load(hip, image, name)
-    s1 = vgpu.create_stream()
-    bits, x, y, _ = _pair_on(vgpu, 1, seed=12)
-    vgpu.begin_capture(s1)
+    hip, f1, s1, (bits, x, y, _) = _capturing(vgpu, 1, seed=12)
     assert _launch(hip, f1, x, y, s1)[0] == SUCCESS
     exe = vgpu.instantiate(vgpu.end_capture(s1))
     vgpu.set_device(0)
@@ -296,12 +298,7 @@ FORBIDDEN = {
 
 @pytest.mark.parametrize("call", sorted(FORBIDDEN))
 def test_forbidden_call_during_capture_fails_and_invalidates_it(vgpu, call):
-    hip = _hip(vgpu)
-    image, name = _image(vgpu)
-    f = _load(hip, image, name)
-    s = vgpu.create_stream()
-    _, x, y, ybuf = _pair_on(vgpu, 0, seed=13)
-    vgpu.begin_capture(s)
+    hip, f, s, (_, x, y, ybuf) = _capturing(vgpu, 0, seed=13)
     do, code = FORBIDDEN[call]
     assert do(hip, s) == code
     assert vgpu.is_capturing(s) == 2                  # invalidated

@@ -130,6 +130,16 @@ def _since(history, pred):
     return None
 
 
+def _valu_sgpr_reads(info, history, where, rule, needs):
+    """`rule` for each SGPR operand info reads fewer than `needs` wait states after a VALU wrote it."""
+    out = []
+    for o in info.sgpr_read_ops:
+        w = _since(history, lambda i, o=o: i.valu and set(o.regs) & i.defs)
+        if w is not None and w < needs:
+            out.append(f"{rule}: {where} reads {o.text} {w} wait state(s) after a VALU wrote it (needs {needs})")
+    return out
+
+
 def _check_one(info, history):
     out = []
     ins = info.ins
@@ -137,11 +147,7 @@ def _check_one(info, history):
     if info.unchecked:
         out.append(f"unchecked: no hazard rule implemented here for {ins.mnemonic} ({where})")
     if info.valu:
-        for o in info.sgpr_read_ops:
-            w = _since(history, lambda i, o=o: i.valu and set(o.regs) & i.defs)
-            if w is not None and w < VALU_SGPR_VALU:
-                out.append(f"valu-sgpr-valu: {where} reads {o.text} {w} wait state(s) after a VALU wrote it "
-                           f"(needs {VALU_SGPR_VALU})")
+        out += _valu_sgpr_reads(info, history, where, "valu-sgpr-valu", VALU_SGPR_VALU)
         for r in sorted(_vgprs(info.defs)):
             w = _since(history, lambda i, r=r: r in i.big_store_data)
             if w is not None and w < STORE_DATA_VALU:
@@ -153,11 +159,7 @@ def _check_one(info, history):
                 out.append(f"sdwa-dst-forward: {where} reads v{r[1]} {w} wait state(s) after an SDWA "
                            f"partial write (needs {SDWA_DST_FORWARD})")
     if info.vmem:
-        for o in info.sgpr_read_ops:
-            w = _since(history, lambda i, o=o: i.valu and set(o.regs) & i.defs)
-            if w is not None and w < VALU_SGPR_VMEM:
-                out.append(f"valu-sgpr-vmem: {where} reads {o.text} {w} wait state(s) after a VALU wrote it "
-                           f"(needs {VALU_SGPR_VMEM})")
+        out += _valu_sgpr_reads(info, history, where, "valu-sgpr-vmem", VALU_SGPR_VMEM)
     if info.smem or info.vmem:
         kind = "smem" if info.smem else "vmem"
         clause = []
