@@ -402,12 +402,7 @@ def test_relu_under_torch_func_on_the_virtual_gfx950(vgpu, transform, form):
 def test_inference_out_is_refused_after_the_kernel_served_that_shape(vgpu):
     """torch refuses to write an inference tensor outside inference mode, also when
     relu()'s hot path holds a launch entry for that size and alignment."""
-    x = torch.randn(4096)
-    first = torch.empty_like(x)
-    vgpu.register(x, name="x")
-    vgpu.register(first, name="first out")
-    relu_flydsl.relu(x, out=first)  # the kernel serves this size and alignment
-    relu_flydsl.relu(x, out=first)
+    x, _ = S.hot_path_pair(vgpu)
     assert any(k.startswith("flydsl/") for k in relu_flydsl.dispatch_stats())
     with torch.inference_mode():
         y = torch.full((4096,), 7.0)
