@@ -24,6 +24,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "noop_hip.c"
 VERSION_SCRIPT = HERE / "noop_hip.map"
+HEADER = HERE.parent / "hip_launch_config.h"  # included by noop_hip.c
 SONAME = "libamdhip64.so.7"
 
 _lib = None
@@ -31,7 +32,7 @@ _lib = None
 
 def build(out_dir=None) -> Path:
     """Compile the stub (cached by source hash); returns the .so path."""
-    digest = hashlib.sha256(SOURCE.read_bytes() + VERSION_SCRIPT.read_bytes()).hexdigest()[:12]
+    digest = hashlib.sha256(SOURCE.read_bytes() + VERSION_SCRIPT.read_bytes() + HEADER.read_bytes()).hexdigest()[:12]
     out = Path(out_dir) if out_dir else Path(tempfile.gettempdir()) / f"relu-flydsl-noop-hip-{digest}"
     target = out / SONAME
     if target.exists():

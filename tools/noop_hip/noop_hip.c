@@ -16,6 +16,7 @@
  * never capture: hipStreamIsCapturing answers hipStreamCaptureStatusNone.
  */
 #include <stdint.h>
+#include "../hip_launch_config.h"
 #include <stddef.h>
 
 typedef int hipError_t;
@@ -66,14 +67,6 @@ hipError_t hipModuleLaunchKernel(void *f, uint32_t gx, uint32_t gy, uint32_t gz,
     if (fail_left > 0) { fail_left--; last_error = fail_code; return fail_code; }
     return HIP_OK;
 }
-/* HIP_LAUNCH_CONFIG as hip_runtime_api.h declares it (x86-64: 7 unsigned ints at 0..27,
- * hStream at 32, attrs at 40, numAttrs at 48; 56 bytes). */
-typedef struct {
-    uint32_t gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
-    void *hStream;
-    void *attrs; /* hipLaunchAttribute *: not modelled, numAttrs must be 0 */
-    uint32_t numAttrs;
-} HIP_LAUNCH_CONFIG;
 
 /* The same launch as hipModuleLaunchKernel with the config's values (counted there too). */
 hipError_t hipDrvLaunchKernelEx(const HIP_LAUNCH_CONFIG *c, void *f, void **params, void **extra) {

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SOURCES = (HERE / "hipstub.c", HERE / "hipstub.map")
+SOURCES = (HERE / "hipstub.c", HERE / "hipstub.map", HERE.parent / "hip_launch_config.h")  # .c, version script, included header
 SONAME = "libamdhip64.so.7"
 FLAGS = ("-O2", "-shared", "-fPIC", "-pthread", "-Wall", "-Wextra", "-Werror")
 

@@ -19,6 +19,7 @@
  */
 #include <pthread.h>
 #include <stdint.h>
+#include "../hip_launch_config.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -426,14 +427,6 @@ hipError_t hipModuleLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz,
     return rc;
 }
 
-/* HIP_LAUNCH_CONFIG as hip_runtime_api.h declares it (x86-64: 7 unsigned ints at 0..27,
- * hStream at 32, attrs at 40, numAttrs at 48; 56 bytes). */
-typedef struct {
-    unsigned gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
-    void *hStream;
-    void *attrs; /* hipLaunchAttribute *: not modelled, numAttrs must be 0 */
-    unsigned numAttrs;
-} HIP_LAUNCH_CONFIG;
 
 /* clr hipDrvLaunchKernelEx without attributes: hipModuleLaunchKernel's launch with the
  * config's values (ROCm's current runtimes capture it the same way; the package uses it
