@@ -25,9 +25,10 @@ which), and the target is at most 1.15 x torch's own call on both forms: relu(x)
 torch.relu(x), relu(x, out=y) against torch.clamp_min(x, 0, out=y). Exit status 1 if not.
 
 Fallback mode (--fallback): the path every CPU tensor, and every tensor on a GPU other
-than a gfx950, takes. Nothing is replaced and no HIP library is loaded: CPU tensors, each
-relu() call the torch fallback ("fallback/not a ROCm device", checked after timing), paired
-with torch's own calls and held to the --gpu mode's target (exit status 1 if not met).
+than a gfx950, takes (relu()'s fast path hands plain tensors to torch's kernel). Nothing is
+replaced and the no-op HIP library is not loaded: CPU tensors, every timed relu() call the
+torch fallback ("fallback/not a ROCm device", checked after timing), paired with torch's own
+calls and held to the --gpu mode's target (exit status 1 if not met).
 
 Rows run in this order within each round (methods interleaved, so a drift in the machine's
 speed hits all alike); each pair is compared round by round (the median of per-round

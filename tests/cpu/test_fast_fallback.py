@@ -6,6 +6,7 @@ tests/cpu/test_torch_compat.py, every bad input, and with the kill switch set.
 """
 
 import contextlib
+import json
 import warnings
 
 import pytest
@@ -188,3 +189,16 @@ def test_a_cpu_scalar_with_a_gpu_out_is_refused():
             with pytest.raises(ValueError, match="device"):
                 relu_flydsl.relu(x, out=out)
         assert out.item() == 7.0
+
+
+def test_host_overhead_times_the_fallback(tmp_path):
+    """benchmarks/host_overhead.py --fallback runs the real fallback on CPU tensors (its
+    own check: every timed call counted as "not a ROCm device") and reports both pairs."""
+    from benchmarks import host_overhead
+
+    out = tmp_path / "fallback.json"
+    rc = host_overhead.main(["--fallback", "--rounds", "2", "--calls", "20", "--json", str(out)])
+    doc = json.loads(out.read_text())
+    assert doc["mode"] == "fallback" and doc["path"] == "fallback/not a ROCm device"
+    assert set(doc["paired"]) == {"relu(x, out=y) / torch.clamp_min(x, 0, out=y)", "relu(x) / torch.relu(x)"}
+    assert doc["target"] == 1.15 and rc == (0 if doc["ok"] else 1)

@@ -1,7 +1,11 @@
 """Which path one call takes, and running it.
 
-    fast(x, out, rung)     relu(x, out=...)'s fast path: a ready single-launch entry
-                           for this size, alignment and device -> one launch; else False
+    fast(x, out, rung)     relu()'s fast path, for plain tensors: on a gfx950 a ready
+                           single-launch entry for this size, alignment and device -> one
+                           launch (out None: into torch.empty_like(x)); on any other
+                           device the torch fallback, counted with its reason; else None
+    serve(x, out, rung)    relu()'s one call after validation: no ROCm device -> torch's
+                           kernel (no_device), else run() (out None: torch.empty_like(x))
     run(x, out, rung)      x, out validated (same shape, dtype, device)
       choose path          gfx950 + served dtype + contiguous x and out + code objects
         |-- kernel         plan (cached per size/alignment/device) -> on first use on a
