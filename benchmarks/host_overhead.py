@@ -3,6 +3,7 @@
 
     .venv/bin/python benchmarks/host_overhead.py [--dtype bfloat16] [--rounds 41] [--calls 3000]
     .venv/bin/python benchmarks/host_overhead.py --gpu [--calls 20000 --rounds 15]
+    .venv/bin/python benchmarks/host_overhead.py --fallback    # the torch fallback on CPU tensors
     add --json FILE to also write the result as JSON
 
 CPU mode (default where torch sees no GPU). The kernel path runs for real up to the HIP
@@ -22,6 +23,12 @@ GPU mode (--gpu; any CUDA or ROCm GPU torch sees): nothing is replaced. On a gfx
 kernel path runs; elsewhere every relu() call is the torch fallback (dispatch_stats() says
 which), and the target is at most 1.15 x torch's own call on both forms: relu(x) against
 torch.relu(x), relu(x, out=y) against torch.clamp_min(x, 0, out=y). Exit status 1 if not.
+
+Fallback mode (--fallback): the path every CPU tensor, and every tensor on a GPU other
+than a gfx950, takes (relu()'s fast path hands plain tensors to torch's kernel). Nothing is
+replaced and the no-op HIP library is not loaded: CPU tensors, every timed relu() call the
+torch fallback ("fallback/not a ROCm device", checked after timing), paired with torch's own
+calls and held to the --gpu mode's target (exit status 1 if not met).
 
 Rows run in this order within each round (methods interleaved, so a drift in the machine's
 speed hits all alike); each pair is compared round by round (the median of per-round
@@ -186,6 +193,45 @@ def cpu_setup(args, torch):
     return methods, start, check, around_round, meta, pairs, None
 
 
+def fallback_setup(args, torch):
+    """(methods, ...) for the torch fallback on CPU tensors: the real package, nothing stubbed."""
+    import relu_flydsl
+
+    dtype = getattr(torch, args.dtype)
+    x = torch.randn(1).to(dtype)
+    y = torch.empty_like(x)
+    r = args.rung
+    relu = relu_flydsl.relu
+    relu_flydsl.reset_dispatch_stats()
+    relu(x, out=y, rung=r)
+    relu(x, rung=r)
+    key = "fallback/not a ROCm device"
+    stats = relu_flydsl.dispatch_stats()
+    if stats != {key: 2}:
+        sys.exit(f"host_overhead --fallback: the first calls did not take {key}: dispatch_stats() = {stats}")
+    methods = {
+        "relu(x, out=y)": lambda: relu(x, out=y, rung=r),
+        "torch.clamp_min(x, 0, out=y)": lambda: torch.clamp_min(x, 0, out=y),
+        "relu(x)": lambda: relu(x, rung=r),
+        "torch.relu(x)": lambda: torch.relu(x),
+    }
+
+    def start():
+        relu_flydsl.reset_dispatch_stats()
+
+    def check(calls_per_row):
+        n = calls_per_row["relu(x, out=y)"] + calls_per_row["relu(x)"]
+        stats = relu_flydsl.dispatch_stats()
+        if stats != {key: n}:
+            return f"not every timed relu call took {key}: dispatch_stats() = {stats}, expected {n}"
+        return None
+
+    meta = {"mode": "fallback", "path": key, "device": "CPU tensors (the torch fallback, nothing replaced)",
+            "torch": torch.__version__}
+    pairs = (("relu(x, out=y)", "torch.clamp_min(x, 0, out=y)"), ("relu(x)", "torch.relu(x)"))
+    return methods, start, check, (lambda name: None), meta, pairs, None
+
+
 def gpu_setup(args, torch):
     import relu_flydsl
     from relu_flydsl import _dispatch
@@ -228,12 +274,16 @@ def gpu_setup(args, torch):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--gpu", action="store_true", help="time on the GPU torch sees (CUDA or ROCm), nothing replaced")
+    parser.add_argument("--fallback", action="store_true",
+                        help="time the torch fallback on CPU tensors (the path off gfx950), nothing replaced")
     parser.add_argument("--rounds", type=int, help="rounds (default 41 on CPU, 15 on a GPU)")
     parser.add_argument("--calls", type=int, help="calls per method per round (default 3000 on CPU, 20000 on a GPU)")
     parser.add_argument("--dtype", default="bfloat16", choices=DTYPES)
     parser.add_argument("--rung", default=None, help="rung (default: the package default)")
     parser.add_argument("--json", help="also write the result here")
     args = parser.parse_args(argv)
+    if args.gpu and args.fallback:
+        parser.error("--gpu and --fallback are two modes: pick one")
 
     import torch
 
@@ -242,7 +292,7 @@ def main(argv=None):
                  "run `.venv/bin/python benchmarks/host_overhead.py` for the CPU mode")
     rounds = args.rounds or (15 if args.gpu else 41)
     calls = args.calls or (20000 if args.gpu else 3000)
-    setup = gpu_setup if args.gpu else cpu_setup
+    setup = gpu_setup if args.gpu else fallback_setup if args.fallback else cpu_setup
     methods, start, check, around_round, meta, pairs, sync = setup(args, torch)
 
     times = {name: [] for name in methods}
@@ -274,7 +324,8 @@ def main(argv=None):
     for name, v in ratios.items():
         print(f"  {name:<62} {v:6.2f}")
     ok = True
-    if args.gpu:
+    targeted = args.gpu or args.fallback
+    if targeted:
         worst = max(ratios[f"{a} / {b}"] for a, b in pairs)
         ok = worst <= GPU_TARGET
         print(f"target: both forms at most {GPU_TARGET} x torch's own call: {'PASS' if ok else 'FAIL'} "
@@ -291,7 +342,7 @@ def main(argv=None):
            "command": ".venv/bin/python benchmarks/host_overhead.py " + " ".join(argv if argv is not None else sys.argv[1:]),
            "rows": {n: {"median_us": median[n] * 1e6, "min_us": min(t) * 1e6, "max_us": max(t) * 1e6}
                     for n, t in times.items()},
-           "paired": ratios, "target": GPU_TARGET if args.gpu else None, "ok": ok}
+           "paired": ratios, "target": GPU_TARGET if targeted else None, "ok": ok}
     if args.json:
         Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
     return 0 if ok else 1

@@ -4,7 +4,7 @@ patch to a COPY of the package, run through the copy's public relu() on the
 virtual gfx950 with the same checks the vgpu suites apply. Then dispatch,
 planner and hot-path mutants (DISPATCH_MUTANTS: edits a reviewer hunting for
 untested lines would try), each run against the scenarios of
-tests/vgpu/test_hot_path.py until the first one fails. Then check mutants
+tests/vgpu/test_hot_path.py and test_fast_fallback.py until the first one fails. Then check mutants
 (CHECK_MUTANTS): a check of the tree weakened in place, one real test run.
 
 A copy is `torch-ext/relu_flydsl/` with `flash_relu_rocm/` resolved, written to
@@ -161,7 +161,7 @@ class Mutant:
     name: str
     post: str       # where the ladder post describes it
     patches: tuple  # (file inside the package, qualname, old snippet, new snippet[, count]); see apply_patch
-    kill: tuple = ()  # test_hot_path scenarios to run (first failure catches); () = the kernel cases
+    kill: tuple = ()  # scenarios() to run (first failure catches); () = the kernel cases
     rebuild: tuple = ()  # rungs whose code objects the copy rebuilds from its patched source
 
 
@@ -203,6 +203,13 @@ def _m(name, why, rel, qualname, old, new, kill, count=1):
 _D, _L, _O, _S, _P = "_dispatch.py", "_launch.py", "_objects.py", "_state.py", "flash_relu_rocm/plan.py"
 _FAST_ARGS = "(xp, yp, numel, dev.stream)"  # the fast path's launch arguments, device current
 _FAST_OTHER = "_L.launch(entry.function, entry.block, xp, yp, numel, entry.grid, dev.stream)"  # device not current
+_FAST_KEY = "(rung, dt, numel, xp & 15, yp & 15, dev.index)"  # the fast path's entry key
+# the fast path's checks of out= (kernel and torch fallback alike)
+_FAST_OUT = ("out.dtype is dt and x.is_contiguous() and out.is_contiguous() and not out.is_inference() "
+             "and x.shape == out.shape")
+_FAST_NEW = "x.requires_grad or x.layout is not _strided or x.is_nested"  # ... and of relu(x)
+_FAST_ENV_OFF = "s.env != (_env_get(_ENV_K0), _env_get(_ENV_K1), _env_get(_ENV_K2))"  # the fallback's env read
+_FAST_TORCH = "try:\n    _clamp_min(x, 0, out=out)\nexcept RuntimeError:\n    return None"
 DISPATCH_MUTANTS = (
     _m("hot-overlap-in-elements", "fast path: overlap computed in elements, not bytes",
        _D, "fast", "nbytes = numel * entry.esize", "nbytes = numel", "overlap_in_bytes"),
@@ -218,9 +225,9 @@ DISPATCH_MUTANTS = (
     _m("hot-out-layout-unchecked", "fast path: out's contiguity not checked",
        _D, "fast", "out.is_contiguous()", "True", "dense_noncontiguous_out"),
     _m("hot-x-layout-unchecked", "fast path: x's contiguity not checked",
-       _D, "fast", "x.is_contiguous()", "True", "dense_noncontiguous_x"),
+       _D, "fast", _FAST_OUT, _FAST_OUT.replace(" and x.is_contiguous()", ""), "dense_noncontiguous_x"),
     _m("hot-key-x-alignment-twice", "fast path: entry looked up with x's alignment for out too",
-       _D, "fast", "yp & 15", "xp & 15", "misaligned_out"),
+       _D, "fast", _FAST_KEY, _FAST_KEY.replace("yp & 15", "xp & 15"), "misaligned_out"),
     _m("entry-key-x-alignment-twice", "dispatcher: entries keyed with x's alignment for out too",
        _D, "_entry", "y_addr & 15", "x_addr & 15", "misaligned_out"),
     _m("hot-dtype-unchecked", "fast path: out's dtype not compared with x's",
@@ -253,14 +260,13 @@ DISPATCH_MUTANTS = (
        _L, "prepare", "stream == 0 and launch_ex is not None", "launch_ex is not None", "overlap_in_bytes"),
     _m("launch-error-unraised", "dispatcher: a launch error not raised",
        _D, "_launch_entry", "_launch_failed(error, p, sum(c.numel for c in p.launches))", "pass",
-       "layer_failed_launch"),
+       "first_launch_fails"),
     _m("split-offset-in-elements", "launch_all: a split chunk's offset in elements, not bytes",
        _L, "launch_all", "chunk.start * esize", "chunk.start", "split_launch_fails_in_the_middle"),
     _m("split-entry-on-hot-path", "dispatcher: split plans handed to the fast path (single-launch only)",
        _D, "run", "entry.single", "True", "split_launch_fails_in_the_middle"),
     _m("hot-key-without-device", "fast path: entries looked up without the tensor's device",
-       _D, "fast", "(rung, dt, numel, xp & 15, yp & 15, dev.index)", "rung, dt, numel, xp & 15, yp & 15, 0",
-       "other_device"),
+       _D, "fast", _FAST_KEY, "rung, dt, numel, xp & 15, yp & 15, 0", "other_device"),
     _m("entry-key-without-device", "dispatcher: entries keyed without the device",
        _D, "_entry", "(rung, torch_dtype, numel, x_addr & 15, y_addr & 15, device)",
        "rung, torch_dtype, numel, x_addr & 15, y_addr & 15, 0", "other_device"),
@@ -284,7 +290,7 @@ DISPATCH_MUTANTS = (
     _m("hot-any-arch", "fast path: serves any arch from a gfx950 entry",
        _D, "fast", "dev is None or dev.arch != SUPPORTED_ARCH", "dev is None", "other_arch"),
     _m("dispatch-any-arch", "dispatcher: the arch not checked",
-       _D, "fallback_reason", "info.arch != SUPPORTED_ARCH", "False", "other_arch"),
+       _D, "fallback_reason", "info.arch != SUPPORTED_ARCH", "False", "other_arch_general_path"),
     _m("dispatch-kill-switch-ignored", "dispatcher: RELU_FLYDSL_DISABLE not honoured",
        _D, "fallback_reason", "STATE.current().disabled", "False", "kill_switch_on_the_hot_path"),
     _m("fast-unbounded", "state: the entry bound clears the entries but not the fast path's",
@@ -294,6 +300,47 @@ DISPATCH_MUTANTS = (
        "ok and numel * esize <= limits.max_buffer_bytes and (last_index + vec) * esize - 1 <= limits.max_buffer_bytes",
        "ok and numel <= limits.max_buffer_bytes and (last_index + vec) - 1 <= limits.max_buffer_bytes",
        "buffer_split_by_bytes"),
+    # the fast path off gfx950 (the torch fallback) and for relu(x) (tests/vgpu/test_fast_fallback.py)
+    _m("fallback-uncounted", "fast fallback: the call not counted in dispatch_stats()",
+       _D, "fast", "_off()", "pass", "fallback_served_by_the_fast_path"),
+    _m("fallback-not-fast", "fast fallback: every call left to the general path (its validation again)",
+       _D, "fast", "entry = None", "return None", "fallback_served_by_the_fast_path"),
+    _m("fallback-kill-switch-skipped", "fast fallback: the kill switch not counted first",
+       _D, "fast", "s.settings.disabled", "False", "fallback_kill_switch"),
+    _m("fallback-env-unread", "fast fallback: RELU_FLYDSL_DISABLE flipped at run time not re-read",
+       _D, "fast", _FAST_ENV_OFF, "False", "fallback_kill_switch"),
+    _m("fallback-arch-reason-lost", "fast fallback: another arch counted as no ROCm device",
+       _D, "fast", "s.record(('fallback', _ARCH_REASON.format(dev.arch)))", "_off()", "fallback_kill_switch"),
+    _m("fast-accepts-subclass", "fast path: a tensor subclass x taken as a plain tensor",
+       _D, "fast", "type(x) is not _T", "not isinstance(x, _T)", "fallback_leaves_torch_inputs_to_the_general_path"),
+    _m("fast-accepts-subclass-out", "fast path: a tensor subclass out taken as a plain tensor",
+       _D, "fast", "type(out) is not _T", "not isinstance(out, _T)",
+       "fallback_leaves_torch_inputs_to_the_general_path"),
+    _m("fast-layout-unchecked", "fast path: relu(x) of a sparse or mkldnn x taken as plain",
+       _D, "fast", _FAST_NEW, _FAST_NEW.replace(" or x.layout is not _strided", ""),
+       "fallback_leaves_torch_inputs_to_the_general_path"),
+    _m("fast-nested-unchecked", "fast path: relu(x) of a nested x taken as plain",
+       _D, "fast", _FAST_NEW, _FAST_NEW.replace(" or x.is_nested", ""),
+       "fallback_leaves_torch_inputs_to_the_general_path"),
+    _m("fast-transform-unchecked", "fast path: a dispatch mode or torch.func transform not left to torch",
+       _D, "fast", "_level() is not None or _modes()", "False", "fallback_leaves_torch_inputs_to_the_general_path"),
+    _m("fallback-dtype-unchecked", "fast fallback: bool, complex and quantized dtypes handed to torch's relu",
+       _D, "fast", "dt not in _plain", "False", "fallback_bad_input"),
+    _m("fallback-rung-unchecked", "fast fallback: an unknown rung accepted off gfx950",
+       _D, "fast", "rung is not None and (type(rung) is not str or rung not in _rungs)", "False",
+       "fallback_bad_input"),
+    _m("fallback-torch-error-raised", "fast fallback: torch's refusal (autograd, overlap) raised as torch's error",
+       _D, "fast", _FAST_TORCH, "_clamp_min(x, 0, out=out)", "fallback_bad_input"),
+    _m("fast-inference-out-unchecked", "fast path: an inference-tensor out not refused before writing",
+       _D, "fast", "not out.is_inference()", "True", "fallback_bad_input"),
+    _m("new-grad-unchecked", "fast path: relu(x) of an x requiring grad launched without autograd",
+       _D, "fast", _FAST_NEW, _FAST_NEW.replace("x.requires_grad or ", ""), "new_out_on_the_hot_path"),
+    _m("new-layout-unchecked", "fast path: relu(x) of a strided x launched over its raw memory",
+       _D, "fast", "if not x.is_contiguous():\n    return None", "pass", "new_out_on_the_hot_path"),
+    _m("hot-neg-unchecked", "fast path: a neg-bit view's raw memory (which holds -x) launched",
+       _D, "fast", "if x.is_neg():\n    return None", "pass", "new_out_on_the_hot_path"),
+    _m("fast-miss-to-torch", "fast path: a gfx950 call without a ready entry served by torch (no first use)",
+       _D, "fast", "dev is not None and dev.arch == SUPPORTED_ARCH", "False", "new_out_on_the_hot_path"),
 )
 ALL_MUTANTS = MUTANTS + DISPATCH_MUTANTS
 UNMUTATED = Mutant("unmutated", "the copy as it is", ())
@@ -471,14 +518,24 @@ def run_mutant(dev, pkg, mutant: Mutant) -> Result:
     return Result(mutant, n_cases, failing)
 
 
+def scenarios() -> dict:
+    """name -> scenario: tests/vgpu/test_hot_path.py's and test_fast_fallback.py's."""
+    import test_fast_fallback as F
+    import test_hot_path as H
+
+    assert not set(H.SCENARIOS) & set(F.SCENARIOS), "scenario names must be unique"
+    return {**H.SCENARIOS, **F.SCENARIOS}
+
+
 def run_scenarios(dev, pkg, mutant: Mutant, names, first_only=True) -> Result:
-    """test_hot_path's scenarios against the copy, each with its own
+    """scenarios() against the copy, each with its own
     monkeypatch (undone after it), stopping at the first that fails unless
     first_only is False. Any exception counts: the suite's test would fail."""
     import pytest
 
     import test_hot_path as H
 
+    table = scenarios()
     failing = {}
     n = 0
     for name in names:
@@ -491,7 +548,7 @@ def run_scenarios(dev, pkg, mutant: Mutant, names, first_only=True) -> Result:
             for var in ("RELU_FLYDSL_DISABLE", "RELU_FLYDSL_RUNG"):
                 mp.delenv(var, raising=False)
             try:
-                H.SCENARIOS[name](H.Ctx(pkg, dev, mp))
+                table[name](H.Ctx(pkg, dev, mp))
             except (Exception, pytest.fail.Exception) as e:
                 first = (str(e).strip().splitlines() or [""])[0][:200]
                 failing[name] = {name: f"{type(e).__name__}: {first}"}

@@ -1,7 +1,11 @@
 """Which path one call takes, and running it.
 
-    fast(x, out, rung)     relu(x, out=...)'s fast path: a ready single-launch entry
-                           for this size, alignment and device -> one launch; else False
+    fast(x, out, rung)     relu()'s fast path, for plain tensors: on a gfx950 a ready
+                           single-launch entry for this size, alignment and device -> one
+                           launch (out None: into torch.empty_like(x)); on any other
+                           device the torch fallback, counted with its reason; else None
+    serve(x, out, rung)    relu()'s one call after validation: no ROCm device -> torch's
+                           kernel (no_device), else run() (out None: torch.empty_like(x))
     run(x, out, rung)      x, out validated (same shape, dtype, device)
       choose path          gfx950 + served dtype + contiguous x and out + code objects
         |-- kernel         plan (cached per size/alignment/device) -> on first use on a
@@ -22,12 +26,15 @@ import torch
 
 from . import _canary, _hip, _inputs, _launch, _objects
 from ._state import _ENV_DATA, _ENV_KEYS, ENV_CANARY, ENV_DISABLE, ENV_RUNG, STATE
+from ._state import DISABLED as _DISABLED
+from ._state import NO_DEVICE as _NO_DEVICE
 from .flash_relu_rocm import plan
 from .flash_relu_rocm.registry import DTYPES, ELEMENT_BYTES, RUNGS, get_rung
 
 SUPPORTED_ARCH = "gfx950"
 NOT_VERIFIED = "not verified before graph capture (call warmup())"
 NOT_LOADED = "not loaded before graph capture (call warmup())"
+_ARCH_REASON = "arch {} (kernels are built for " + SUPPORTED_ARCH + ")"
 OVERLAP = "relu(): out overlaps x without being x; pass out=x for in place, or a separate buffer"
 
 
@@ -51,7 +58,7 @@ def _current_stream(index: int) -> int:
 def device_info(x: torch.Tensor) -> Optional[DeviceInfo]:
     """The ROCm device `x` lives on, or None. The only function the virtual
     device tests substitute (to present CPU tensors as gfx950 memory)."""
-    if not x.is_cuda or _HIP_BUILD is None:
+    if _HIP_BUILD is None or not x.is_cuda:  # a CUDA or CPU-only torch: never
         return None
     index = x.get_device()
     arch = STATE.archs.get(index)
@@ -78,7 +85,7 @@ def fallback_reason(x: torch.Tensor, out: torch.Tensor, info: Optional[DeviceInf
     if info is None:
         return "not a ROCm device"
     if info.arch != SUPPORTED_ARCH:
-        return f"arch {info.arch} (kernels are built for {SUPPORTED_ARCH})"
+        return _ARCH_REASON.format(info.arch)
     dtype = _DTYPE_NAMES.get(x.dtype)
     if dtype is None:
         return f"dtype {str(x.dtype).removeprefix('torch.')}"
@@ -274,60 +281,115 @@ else:  # not CPython's os.environ: plain lookups
     _ENV_K0, _ENV_K1, _ENV_K2 = ENV_DISABLE, ENV_RUNG, ENV_CANARY
 
 
+# dtypes the fast path hands to torch's relu off gfx950: plain ones torch.relu serves (never
+# bool, complex or quantized; any other goes the general path, which says what it does there)
+_TORCH_FAST = frozenset(getattr(torch, n) for n in ("float16", "bfloat16", "float32", "float64", "uint8", "int8",
+                                                    "int16", "int32", "int64"))
+
+
 def fast(x, out, rung, _T=_Tensor, _compiling=_compiling_now, _flags=_compile_flags, _level=_transform_level,
          _modes=_dispatch_modes, _s=STATE, _env_get=_env_get, _ENV_K0=_ENV_K0, _ENV_K1=_ENV_K1, _ENV_K2=_ENV_K2,
-         _entries=_fast_entries.get, _thread=_launch.THREAD, _prepare=_launch.prepare, _L=_launch) -> bool:
-    """relu(x, out=out)'s fast path: True when it served the call (validated
-    as the general path would, launched, counted), False when the general
-    path must take it. It serves only plain dense tensors whose entry (size,
-    alignments, device) is ready and single-launch: wrapped, sparse, nested
-    or batched tensors make an attribute raise here or fail a check,
-    quantized dtypes have no entry, and inside a torch.func transform or a
-    dispatch mode torch handles every call. The launch is _launch.launch's,
-    inlined, with hipDrvLaunchKernelEx on the null stream. (The keyword
-    defaults bind module constants: local lookups; device_info stays a global,
-    tests substitute it.)"""
-    if type(x) is not _T or type(out) is not _T or _compiling() or _flags._is_compiling_flag:  # _compiling_parts
-        return False
+         _entries=_fast_entries.get, _thread=_launch.THREAD, _prepare=_launch.prepare, _L=_launch,
+         _strided=torch.strided, _plain=_TORCH_FAST, _rungs=RUNGS, _new=torch.empty_like, _relu=torch.relu,
+         _clamp_min=torch.clamp_min, _off=STATE.lasting[_NO_DEVICE].hit, _disabled=STATE.lasting[_DISABLED].hit):
+    """relu(x, out)'s fast path: the result when it served the call (validated
+    as the general path would, run, counted), None when the general path must
+    take it. Plain tensors only: wrapped, sparse, nested or batched tensors
+    make an attribute raise here or fail a check, quantized dtypes are neither
+    served nor have an entry, and inside a torch.func transform or a dispatch
+    mode torch handles every call.
+      gfx950: a ready single-launch entry for this size, alignments and device
+        -> one launch (_launch.launch's, inlined, with hipDrvLaunchKernelEx on
+        the null stream); out None: into torch.empty_like(x).
+      any other device (CPU, CUDA, another arch): the general path's torch
+        fallback (torch.relu, or torch.clamp_min into out), counted with its
+        reason, the kill switch first. With out, torch's own checks refuse
+        autograd and a partial overlap before writing anything (for
+        contiguous x and out its overlap test is the general path's), and
+        mkldnn tensors have no such kernel; the general path then raises
+        relu()'s error or serves them.
+    (The keyword defaults bind module constants: local lookups; device_info
+    stays a global, tests substitute it.)"""
+    if type(x) is not _T or (type(out) is not _T and out is not None) or _compiling() or _flags._is_compiling_flag:
+        return None  # (_compiling_parts)
     try:
-        dev = device_info(x)  # early: off a ROCm device (dev None) nothing below needs asking
-        if dev is None or dev.arch != SUPPORTED_ARCH:  # any gfx950 device (entries are per device)
-            return False
+        dev = device_info(x)
         if _level() is not None or _modes():  # in a torch.func transform or dispatch mode torch serves
-            return False
+            return None
         dt = x.dtype
-        if not (
+        if out is None:
+            if x.requires_grad or x.layout is not _strided or x.is_nested:  # autograd: the op; torch's layouts
+                return None
+        elif not (
             out.dtype is dt
-            and not x.requires_grad
-            and not out.requires_grad
-            and x.is_contiguous()
+            and x.is_contiguous()  # False, or raises, for sparse layouts
             and out.is_contiguous()
-            and not x.is_neg()  # a neg-bit view's memory holds -x (conj bits: complex, never served)
-            and not out.is_neg()
-            and not out.is_inference()  # torch refuses writes to it outside inference mode
-            and x.shape == out.shape
-            and x.get_device() == out.get_device()  # device_info(x) below: x is on a ROCm device
+            and not out.is_inference()  # torch refuses writes to it outside inference mode, after writing
+            and x.shape == out.shape  # raises for a strided nested tensor
         ):
-            return False
-        # kill switch / forced rung / canary changed: drops every entry (env_raw(), inlined)
-        s = _s
-        if (_env_get(_ENV_K0), _env_get(_ENV_K1), _env_get(_ENV_K2)) != s.env:
-            s.refresh()
-        numel = x.numel()
-        xp = x.data_ptr()
-        yp = out.data_ptr()
-        # Fast entries exist only for valid rungs, served dtypes, single launches,
-        # ready kernels, the kernel path enabled (settings changes clear them).
-        entry = _entries((rung, dt, numel, xp & 15, yp & 15, dev.index))
+            return None
+        if dev is None or dev.arch != SUPPORTED_ARCH:  # the torch fallback, as the general path takes it
+            if dt not in _plain or (rung is not None and (type(rung) is not str or rung not in _rungs)):
+                return None  # the general path raises, or names why torch serves
+            if out is not None and out.device != x.device:
+                return None
+            entry = None
+        else:
+            if x.is_neg():  # a neg-bit view's memory holds -x (conj bits: complex, never served)
+                return None
+            if out is None:
+                if not x.is_contiguous():
+                    return None
+            elif not (
+                not x.requires_grad
+                and not out.requires_grad
+                and not out.is_neg()
+                and x.get_device() == out.get_device()  # device_info(x): x is on a ROCm device
+            ):
+                return None
+            # kill switch / forced rung / canary changed: drops every entry (env_raw(), inlined)
+            s = _s
+            if (_env_get(_ENV_K0), _env_get(_ENV_K1), _env_get(_ENV_K2)) != s.env:
+                s.refresh()
+            numel = x.numel()
+            xp = x.data_ptr()
+            yp = 0 if out is None else out.data_ptr()  # out None: a fresh allocation, 16-byte aligned
+            # Fast entries exist only for valid rungs, served dtypes, single launches,
+            # ready kernels, the kernel path enabled (settings changes clear them).
+            entry = _entries((rung, dt, numel, xp & 15, yp & 15, dev.index))
     except RuntimeError:  # sparse, nested, batched or grad-tracking wrappers: no plain memory
-        return False
+        return None
     except TypeError:  # an unhashable rung: the general path says what rung accepts
-        return False
+        return None
     if entry is None:
-        return False
-    nbytes = numel * entry.esize
-    if xp != yp and xp < yp + nbytes and yp < xp + nbytes:  # dense ranges overlap
-        raise ValueError(OVERLAP)
+        if dev is not None and dev.arch == SUPPORTED_ARCH:
+            return None
+        s = _s  # the kill switch first, as fallback_reason (env_raw(), inlined)
+        if s.env != (_env_get(_ENV_K0), _env_get(_ENV_K1), _env_get(_ENV_K2)):
+            s.refresh()
+        if out is None:
+            out = _relu(x)
+        else:
+            try:
+                _clamp_min(x, 0, out=out)  # torch.relu is clamp_min(x, 0): same kernel, same bits
+            except RuntimeError:  # autograd, a partial overlap or mkldnn, refused before writing
+                return None
+        if s.settings.disabled:
+            _disabled()
+        elif dev is None:
+            _off()
+        else:
+            s.record(("fallback", _ARCH_REASON.format(dev.arch)))
+        return out
+    if out is None:
+        out = _new(x)
+        yp = out.data_ptr()
+        if yp & 15:  # not the entry's alignment: the general path's own launch
+            return run(x, out, rung, dev)
+    else:
+        nbytes = numel * entry.esize
+        if xp != yp and xp < yp + nbytes and yp < xp + nbytes:  # dense ranges overlap
+            raise ValueError(OVERLAP)
     # _launch.launch, inlined: this thread's kernarg buffer and stream argument (prepared
     # unless they hold these already), one launch (any rank: the kernel sees 1-D)
     state = _thread.state
@@ -348,11 +410,7 @@ def fast(x, out, rung, _T=_Tensor, _compiling=_compiling_now, _flags=_compile_fl
     if error:
         _launch_failed(error, entry.plan, numel)
     entry.hit()
-    return True
-
-
-_DISABLED = ("fallback", f"disabled by {ENV_DISABLE}")
-_NO_DEVICE = ("fallback", "not a ROCm device")
+    return out
 
 
 def no_device(x: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
@@ -367,6 +425,16 @@ def no_device(x: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
         return torch.relu(x)
     torch.clamp_min(x, 0, out=out)
     return out
+
+
+def serve(x: torch.Tensor, out: Optional[torch.Tensor], rung: Optional[str]) -> torch.Tensor:
+    """relu(x, out) validated, eager, needing no autograd: the path choice
+    relu()'s fast path did not make. No ROCm device -> torch's kernel (nothing
+    allocated first); else run() (out None: into torch.empty_like(x))."""
+    info = device_info(x)
+    if info is None:
+        return no_device(x, out)
+    return run(x, torch.empty_like(x) if out is None else out, rung, info)
 
 
 _NO_INFO = object()  # "device_info not asked yet" (None means: not a ROCm device)
@@ -474,4 +542,4 @@ def _warm_on(rung, dtype: str, vec: int, device: int):
 
 
 __all__ = ["DeviceInfo", "ENV_CANARY", "ENV_DISABLE", "ENV_RUNG", "dispatch_stats", "fast", "reset_dispatch_stats",
-           "run", "warmup"]
+           "run", "serve", "warmup"]

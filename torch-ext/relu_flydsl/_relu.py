@@ -1,10 +1,11 @@
 """The public `relu(x, out=None)`: validation, torch.library ops, autograd.
 
 What runs, and with what results:
-- The kernel (eager, gfx950, float32/float16/bfloat16, contiguous; a
-  shipped code object built from the FlyDSL ladder) computes, on the bits,
-  y = +0.0 if x < 0 else x: NaN keeps its exact bits, -0.0 stays -0.0,
-  +-inf and denormals pass.
+- The kernel (eager, gfx950, float32/float16/bfloat16/int8, contiguous or
+  dense with out of x's strides; a shipped code object built from the FlyDSL
+  ladder) computes, on the bits, y = +0.0 if x < 0 else x: NaN keeps its
+  exact bits, -0.0 stays -0.0, +-inf and denormals pass (int8: y = 0 if
+  x < 0 else x).
 - The torch fallback (everything else) returns torch's own results, which
   differ by device: torch 2.11 on an NVIDIA GPU turns -0.0 into +0.0; CPU
   torch rewrites some NaN payloads (large bf16 tensors give 0xFFFF, f16
@@ -16,9 +17,12 @@ What runs, and with what results:
   2.13, -0.0 kept, some bf16/f16 NaN payloads changed). RELU_FLYDSL_COMPILE=op,
   read when a graph is traced, keeps the opaque kernel op there instead.
 
-Eager calls go straight to the dispatcher (a torch.library op costs several
-microseconds of host time per call); eager calls needing autograd go through
-the registered op, which calls the same dispatcher.
+relu() is the dispatcher's fast path (_dispatch.fast: plain tensors, a ready
+kernel entry or the torch fallback off gfx950), then validation, inputs only
+torch serves, the compiled and autograd forms, and one call into the
+dispatcher (_dispatch.serve). A torch.library op costs several microseconds
+of host time per call: eager calls reach it only for autograd, and it calls
+the same dispatcher.
 """
 
 import os
@@ -180,15 +184,16 @@ def _traced(x, out, rung):
     return out
 
 
-_fast = _dispatch.fast
+_fast, _serve = _dispatch.fast, _dispatch.serve
 
 
 def relu(x: torch.Tensor, out: Optional[torch.Tensor] = None, *, rung: Optional[str] = None) -> torch.Tensor:
     """ReLU with an optional preallocated output.
 
     x: any tensor torch.relu accepts. On a gfx950 device, float32/float16/
-       bfloat16 contiguous tensors run the shipped gfx950 kernel: on the bits,
-       y = +0.0 if x < 0 else x (NaN bits, -0.0, +-inf, denormals pass).
+       bfloat16/int8 contiguous tensors (or dense ones, with out of x's
+       strides) run the shipped gfx950 kernel: on the bits, y = +0.0 if x < 0
+       else x (NaN bits, -0.0, +-inf, denormals pass; int8: y = 0 if x < 0 else x).
        Everything else runs torch's kernel and returns torch's results, whose
        sign of zero and NaN payloads differ by device (`dispatch_stats()`
        says which path ran).
@@ -202,22 +207,15 @@ def relu(x: torch.Tensor, out: Optional[torch.Tensor] = None, *, rung: Optional[
     RELU_FLYDSL_COMPILE=op, read when the graph is traced, the kernel op
     runs there instead.
     """
-    if out is not None and _fast(x, out, rung):  # a ready kernel for this size, alignment, device
-        return out
+    y = _fast(x, out, rung)  # plain tensors the dispatcher serves at once (kernel or torch fallback)
+    if y is not None:
+        return y
     compiling = _is_compiling()
     if _check(x, out, rung, compiling):  # an input only torch can serve: torch's result or torch's error
         STATE.record(("fallback", _inputs.why_torch(x, out) or "torch input"))
         return _inputs.torch_relu(x, out)
     if compiling:
         return _traced(x, out, rung)
-    if out is None:
-        if x.requires_grad and torch.is_grad_enabled():  # autograd through the op (not compiling here)
-            return _relu_op(x, rung)
-        info = _dispatch.device_info(x)
-        if info is None:  # no ROCm device holds x: torch's kernel now, nothing allocated first
-            return _dispatch.no_device(x, None)
-        return _dispatch.run(x, torch.empty_like(x), rung, info)
-    info = _dispatch.device_info(x)
-    if info is None:
-        return _dispatch.no_device(x, out)
-    return _dispatch.run(x, out, rung, info)
+    if out is None and x.requires_grad and torch.is_grad_enabled():  # autograd through the op
+        return _relu_op(x, rung)
+    return _serve(x, out, rung)

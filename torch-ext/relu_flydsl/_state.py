@@ -6,6 +6,9 @@
     STATE.verdicts          (rung, dtype, vec, device) -> None (canary passed) or the evidence
     STATE.broken            (rung, dtype, vec) -> why that code object cannot be used
     STATE.counters          path -> PathCounter (dispatch_stats())
+    STATE.lasting           the torch fallback's PathCounters for the kill switch and "not a
+                            ROCm device": one each for the life of the process (zeroed on
+                            reset), so the fast path holds their hit functions
     STATE.reset()           back to a fresh process (tests); modules are forgotten, not unloaded
 
 Any change of the environment variables is seen at the next call (an operator
@@ -78,9 +81,14 @@ class Settings:
             self.bad_rung = forced
 
 
+DISABLED = ("fallback", f"disabled by {ENV_DISABLE}")
+NO_DEVICE = ("fallback", "not a ROCm device")
+
+
 class DispatchState:
     def __init__(self):
         self.lock = threading.RLock()
+        self.lasting = {DISABLED: PathCounter(), NO_DEVICE: PathCounter()}
         self.reset()
 
     def reset(self):
@@ -88,7 +96,9 @@ class DispatchState:
         (forgotten, not unloaded: a captured graph may still launch them),
         canary verdicts, broken objects, warnings, the manifest, device archs."""
         with self.lock:
-            self.counters = {}
+            for c in self.lasting.values():
+                c.zero()
+            self.counters = dict(self.lasting)
             self.entries = {}
             if not hasattr(self, "fast"):
                 self.fast = {}  # cleared in place ever after: the fast path holds it
