@@ -140,7 +140,7 @@ def cpu_setup(args, torch):
         sys.exit(f"host_overhead: the kernel path was not taken: dispatch_stats() = {stats}")
     function = _objects.function(rung.name, args.dtype, 1, 0)  # numel 1 -> vector width 1
     xp, yp = x.data_ptr(), y.data_ptr()
-    launch = _launch.launch
+    launch, config = _launch.launch, _launch.config(1, rung.block)
     floor = _launch.prepacked(function, rung.block, xp, yp, 1, 1, 0)
     floor_ex = _launch.prepacked(function, rung.block, xp, yp, 1, 1, 0, ex=True)
 
@@ -153,7 +153,7 @@ def cpu_setup(args, torch):
         "relu(x)": lambda: relu(x, rung=r),
         "torch.relu(x)": lambda: torch.relu(x),
         "relu(x, out=y) 2-D": lambda: relu(x2, out=y2, rung=r),
-        "launch()": lambda: launch(function, rung.block, xp, yp, 1, 1, 0),
+        "launch()": lambda: launch(function, 1, rung.block, config, xp, yp, 1, 0),
         "floor": floor,
         "floor (Ex)": floor_ex,
         "device query (modelled)": lambda: modelled(x),

@@ -201,14 +201,13 @@ def _m(name, why, rel, qualname, old, new, kill, count=1):
 
 
 _D, _L, _O, _S, _P = "_dispatch.py", "_launch.py", "_objects.py", "_state.py", "flash_relu_rocm/plan.py"
-_FAST_ARGS = "(xp, yp, numel, dev.stream)"  # the fast path's launch arguments, device current
-_FAST_OTHER = "_L.launch(entry.function, entry.block, xp, yp, numel, entry.grid, dev.stream)"  # device not current
+# the fast path's launch (twice: its device current, and switched to)
+_FAST_LAUNCH = "_launch_one(entry.function, entry.grid, entry.block, entry.config, xp, yp, numel, dev.stream)"
 _FAST_KEY = "(rung, dt, numel, xp & 15, yp & 15, dev.index)"  # the fast path's entry key
 # the fast path's checks of out= (kernel and torch fallback alike)
 _FAST_OUT = ("out.dtype is dt and x.is_contiguous() and out.is_contiguous() and not out.is_inference() "
              "and x.shape == out.shape")
 _FAST_NEW = "x.requires_grad or x.layout is not _strided or x.is_nested"  # ... and of relu(x)
-_FAST_ENV_OFF = "s.env != (_env_get(_ENV_K0), _env_get(_ENV_K1), _env_get(_ENV_K2))"  # the fallback's env read
 _FAST_TORCH = "try:\n    _clamp_min(x, 0, out=out)\nexcept RuntimeError:\n    return None"
 DISPATCH_MUTANTS = (
     _m("hot-overlap-in-elements", "fast path: overlap computed in elements, not bytes",
@@ -236,14 +235,13 @@ DISPATCH_MUTANTS = (
        _D, "fast", "x.shape == out.shape", "True", "hostile_out_on_the_hot_path"),
     _m("hot-grad-unchecked", "fast path: x requiring grad with out= not refused",
        _D, "fast", "not x.requires_grad", "True", "hostile_out_on_the_hot_path"),
-    _m("hot-env-unread", "fast path: kill switch / forced rung not re-read",
-       _D, "fast", "(_env_get(_ENV_K0), _env_get(_ENV_K1), _env_get(_ENV_K2)) != s.env", "False",
-       "kill_switch_on_the_hot_path"),
+    Mutant("hot-env-unread", "fast path: kill switch / forced rung not re-read (kernel and torch fallback alike)",
+           ((_D, "fast", "(_env_get(_ENV_K0), _env_get(_ENV_K1), _env_get(_ENV_K2)) != s.env", "False"),),
+           ("kill_switch_on_the_hot_path", "fallback_kill_switch")),
     _m("hot-error-swallowed", "fast path: launch error returned but not raised",
        _D, "fast", "_launch_failed(error, entry.plan, numel)", "pass", "hot_failed_launch"),
-    Mutant("hot-pointers-swapped", "fast path: x and out passed in the wrong order",
-           ((_D, "fast", _FAST_ARGS, _FAST_ARGS.replace("xp, yp", "yp, xp")),
-            (_D, "fast", _FAST_OTHER, _FAST_OTHER.replace("xp, yp", "yp, xp"))), ("overlap_in_bytes",)),
+    _m("hot-pointers-swapped", "fast path: x and out passed in the wrong order",
+       _D, "fast", _FAST_LAUNCH, _FAST_LAUNCH.replace("xp, yp", "yp, xp"), "overlap_in_bytes", count=2),
     _m("hot-default-stream", "fast path: launches on stream 0, not torch's current stream",
        _D, "fast", "dev.stream", "0", "overlap_in_bytes", count=2),
     _m("dispatch-default-stream", "first call: launches on stream 0, not the tensor's device's current stream",
@@ -254,8 +252,11 @@ DISPATCH_MUTANTS = (
        _L, "launch", "return err", "return 0", "first_launch_fails"),
     _m("launch-error-left-pending", "launch(): a failed launch's error not taken (hipGetLastError)",
        _L, "launch", "_hip.clear_last_error()", "pass", "first_launch_fails"),
-    _m("hot-error-left-pending", "fast path: a failed launch's error not taken (hipGetLastError)",
-       _D, "fast", "_hip.clear_last_error()", "pass", "hot_failed_launch"),
+    _m("launch-config-grid-dropped", "launch_all: the null stream's launch config made for one block",
+       _L, "launch_all", "config(chunk.grid, block)", "config(1, block)", "null_stream"),
+    _m("entry-config-grid-dropped", "fast path: an entry's null-stream launch config made for one block",
+       _D, "Entry.__init__", "_launch.null_stream_config(self.grid, self.block)",
+       "_launch.null_stream_config(1, self.block)", "null_stream"),
     _m("hot-ex-on-any-stream", "fast path: hipDrvLaunchKernelEx's null-stream config used for every stream",
        _L, "prepare", "stream == 0 and launch_ex is not None", "launch_ex is not None", "overlap_in_bytes"),
     _m("launch-error-unraised", "dispatcher: a launch error not raised",
@@ -307,8 +308,6 @@ DISPATCH_MUTANTS = (
        _D, "fast", "entry = None", "return None", "fallback_served_by_the_fast_path"),
     _m("fallback-kill-switch-skipped", "fast fallback: the kill switch not counted first",
        _D, "fast", "s.settings.disabled", "False", "fallback_kill_switch"),
-    _m("fallback-env-unread", "fast fallback: RELU_FLYDSL_DISABLE flipped at run time not re-read",
-       _D, "fast", _FAST_ENV_OFF, "False", "fallback_kill_switch"),
     _m("fallback-arch-reason-lost", "fast fallback: another arch counted as no ROCm device",
        _D, "fast", "s.record(('fallback', _ARCH_REASON.format(dev.arch)))", "_off()", "fallback_kill_switch"),
     _m("fast-accepts-subclass", "fast path: a tensor subclass x taken as a plain tensor",

@@ -45,7 +45,7 @@ class Ctx:
             return check(*args, **kwargs)
 
         mp.setattr(self.r, "_check", counted)
-        dev.stream = STREAM
+        self.stream = dev.stream = STREAM  # what device_info reports, and what call() expects launches on
         self.state.reset()  # each scenario builds its own entries and loads its own modules
 
     def flydsl_calls(self):
@@ -71,7 +71,7 @@ class Ctx:
         S.assert_guards(xbuf, x)
         launched = self.dev.launches[before:]
         assert launched, "a dense gfx950 tensor must take the kernel path"
-        assert all(r.stream == STREAM for r in launched), [hex(r.stream) for r in launched]
+        assert all(r.stream == self.stream for r in launched), [hex(r.stream) for r in launched]
         assert self.flydsl_calls() == calls + 1, "the call must count once in dispatch_stats()"
         if hot is not None:
             took = "the hot path" if self.general == general else "the general path"
@@ -171,6 +171,23 @@ def other_device(c):
     finally:
         c.dev.stream = STREAM
         c.dev.destroy_stream(s1)
+
+
+def null_stream(c):
+    """torch's default stream, the null stream, where every launch takes
+    hipDrvLaunchKernelEx with a launch config: a first call of a size whose
+    plan has many blocks, then its hot-path repeat, are bit-exact with guards
+    intact and launch on stream 0 with the plan's grid."""
+    c.stream = c.dev.stream = 0
+    try:
+        n = 8 * 4257
+        grid = c.plan.plan(c.pkg._dispatch.get_rung("v5"), "float32", n, 0, 0).launches[0].grid
+        assert grid > 1
+        for hot in (False, True):
+            launched = c.call(n, seed=12 + hot, hot=hot, rung="v5")
+            assert [r.grid for r in launched] == [(grid, 1, 1)], [r.grid for r in launched]
+    finally:
+        c.stream = c.dev.stream = STREAM
 
 
 def _split(c, rung=None):
@@ -453,7 +470,7 @@ SCENARIOS = {f.__name__: f for f in (
     overlap_in_bytes, other_device, split_launch_fails_in_the_middle, split_launch_fails_twice,
     layer_failed_launch, hot_failed_launch, first_launch_fails, dense_noncontiguous_out,
     dense_noncontiguous_x, misaligned_out, hostile_out_on_the_hot_path, kill_switch_on_the_hot_path,
-    in_place, other_arch, entries_bounded, buffer_split_by_bytes, corrupt_object,
+    in_place, other_arch, entries_bounded, buffer_split_by_bytes, corrupt_object, null_stream,
 )}
 
 

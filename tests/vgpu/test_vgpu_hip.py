@@ -221,7 +221,8 @@ def test_capture_records_launches_and_replay_runs_them_with_the_captured_argumen
     _, xo, yo, _ = _pair_on(vgpu, 0, seed=7, tag="-other")
 
     def launch(xv, yv, grid, stream):
-        return _launch.launch(fn, 128, xv.data_ptr(), yv.data_ptr(), xv.numel(), grid, stream)
+        return _launch.launch(fn, grid, 128, _launch.config(grid, 128), xv.data_ptr(), yv.data_ptr(), xv.numel(),
+                              stream)
 
     assert launch(xo, yo, GRID, 0) == SUCCESS
     ran = len(vgpu.launches)

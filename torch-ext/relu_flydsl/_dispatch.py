@@ -130,7 +130,7 @@ class Entry:
         self.esize = ELEMENT_BYTES[p.dtype]
         self.single = len(p.launches) == 1
         self.grid = p.launches[0].grid if self.single else None
-        # the fast path's launch on the null stream (hipDrvLaunchKernelEx; see _launch.py)
+        # its launch's config on the null stream (hipDrvLaunchKernelEx; see _launch.py)
         self.config = _launch.null_stream_config(self.grid, self.block) if self.single else None
         self.hit = STATE.counter(("flydsl", p.rung, p.dtype)).hit
         self.device = device
@@ -289,7 +289,7 @@ _TORCH_FAST = frozenset(getattr(torch, n) for n in ("float16", "bfloat16", "floa
 
 def fast(x, out, rung, _T=_Tensor, _compiling=_compiling_now, _flags=_compile_flags, _level=_transform_level,
          _modes=_dispatch_modes, _s=STATE, _env_get=_env_get, _ENV_K0=_ENV_K0, _ENV_K1=_ENV_K1, _ENV_K2=_ENV_K2,
-         _entries=_fast_entries.get, _thread=_launch.THREAD, _prepare=_launch.prepare, _L=_launch,
+         _entries=_fast_entries.get, _launch_one=_launch.launch,
          _strided=torch.strided, _plain=_TORCH_FAST, _rungs=RUNGS, _new=torch.empty_like, _relu=torch.relu,
          _clamp_min=torch.clamp_min, _off=STATE.lasting[_NO_DEVICE].hit, _disabled=STATE.lasting[_DISABLED].hit):
     """relu(x, out)'s fast path: the result when it served the call (validated
@@ -299,8 +299,7 @@ def fast(x, out, rung, _T=_Tensor, _compiling=_compiling_now, _flags=_compile_fl
     served nor have an entry, and inside a torch.func transform or a dispatch
     mode torch handles every call.
       gfx950: a ready single-launch entry for this size, alignments and device
-        -> one launch (_launch.launch's, inlined, with hipDrvLaunchKernelEx on
-        the null stream); out None: into torch.empty_like(x).
+        -> one launch (_launch.launch); out None: into torch.empty_like(x).
       any other device (CPU, CUDA, another arch): the general path's torch
         fallback (torch.relu, or torch.clamp_min into out), counted with its
         reason, the kill switch first. With out, torch's own checks refuse
@@ -328,6 +327,11 @@ def fast(x, out, rung, _T=_Tensor, _compiling=_compiling_now, _flags=_compile_fl
             and x.shape == out.shape  # raises for a strided nested tensor
         ):
             return None
+        # kill switch / forced rung / canary changed: drops every entry (env_raw(), inlined); read
+        # before either path, as fallback_reason reads the kill switch first
+        s = _s
+        if (_env_get(_ENV_K0), _env_get(_ENV_K1), _env_get(_ENV_K2)) != s.env:
+            s.refresh()
         if dev is None or dev.arch != SUPPORTED_ARCH:  # the torch fallback, as the general path takes it
             if dt not in _plain or (rung is not None and (type(rung) is not str or rung not in _rungs)):
                 return None  # the general path raises, or names why torch serves
@@ -347,10 +351,6 @@ def fast(x, out, rung, _T=_Tensor, _compiling=_compiling_now, _flags=_compile_fl
                 and x.get_device() == out.get_device()  # device_info(x): x is on a ROCm device
             ):
                 return None
-            # kill switch / forced rung / canary changed: drops every entry (env_raw(), inlined)
-            s = _s
-            if (_env_get(_ENV_K0), _env_get(_ENV_K1), _env_get(_ENV_K2)) != s.env:
-                s.refresh()
             numel = x.numel()
             xp = x.data_ptr()
             yp = 0 if out is None else out.data_ptr()  # out None: a fresh allocation, 16-byte aligned
@@ -364,9 +364,6 @@ def fast(x, out, rung, _T=_Tensor, _compiling=_compiling_now, _flags=_compile_fl
     if entry is None:
         if dev is not None and dev.arch == SUPPORTED_ARCH:
             return None
-        s = _s  # the kill switch first, as fallback_reason (env_raw(), inlined)
-        if s.env != (_env_get(_ENV_K0), _env_get(_ENV_K1), _env_get(_ENV_K2)):
-            s.refresh()
         if out is None:
             out = _relu(x)
         else:
@@ -390,25 +387,12 @@ def fast(x, out, rung, _T=_Tensor, _compiling=_compiling_now, _flags=_compile_fl
         nbytes = numel * entry.esize
         if xp != yp and xp < yp + nbytes and yp < xp + nbytes:  # dense ranges overlap
             raise ValueError(OVERLAP)
-    # _launch.launch, inlined: this thread's kernarg buffer and stream argument (prepared
-    # unless they hold these already), one launch (any rank: the kernel sees 1-D). Calling
-    # _launch.launch here instead measured 1.016-1.021x the previous runtime's host time
-    # (benchmarks/compare_host.py), against 0.95-0.97x inlined.
-    state = _thread.state
-    args = (xp, yp, numel, dev.stream)
-    if args != state[1]:
-        _prepare(state, args)
+    # one launch (any rank: the kernel sees 1-D), on the tensor's device
     if dev.current:
-        if state[4]:  # the null stream: 4 arguments (hipDrvLaunchKernelEx, see _launch.py)
-            error = _L.launch_ex(entry.config, entry.function, state[0], None)
-        else:
-            error = _L.launch_kernel(entry.function, entry.grid, 1, 1, entry.block, 1, 1, 0, state[2], state[0],
-                                     None)
-        if error:
-            _hip.clear_last_error()  # taken, so torch's next launch check does not see it
+        error = _launch_one(entry.function, entry.grid, entry.block, entry.config, xp, yp, numel, dev.stream)
     else:  # kernels launch on the current device: switch there and back
         with _hip.on_device(dev.index):
-            error = _L.launch(entry.function, entry.block, xp, yp, numel, entry.grid, dev.stream)
+            error = _launch_one(entry.function, entry.grid, entry.block, entry.config, xp, yp, numel, dev.stream)
     if error:
         _launch_failed(error, entry.plan, numel)
     entry.hit()

@@ -1,10 +1,11 @@
-"""Kernel launches: one function for first calls and canaries; the pieces of the
-same launch that relu()'s fast path makes inline (_dispatch.fast).
+"""Kernel launches: one function, used by first calls, canaries and relu()'s fast path.
 
-    launch(function, block, x_addr, y_addr, numel, grid, stream) -> HIP error (0: launched)
+    launch(function, grid, block, config, x_addr, y_addr, numel, stream) -> HIP error (0: launched)
+    launch_all(function, block, esize, x_addr, y_addr, launches, stream)   every launch of a plan
+    config(grid, block)                  the HIP_LAUNCH_CONFIG launch() takes on the null stream
+                                         (cached; a fast-path entry keeps its own)
     THREAD.state, prepare(state, args)   this thread's launch arguments, prepared once per change
     launch_kernel / launch_ex            hipModuleLaunchKernel / hipDrvLaunchKernelEx (None without it)
-    null_stream_config(grid, block)      a HIP_LAUNCH_CONFIG for launch_ex (the null stream only)
 
 The ladder kernels take one 28-byte kernarg segment (the manifest's `args`):
 
@@ -24,8 +25,7 @@ hipModuleLaunchKernel is called without ctypes argtypes: every argument is
 either a small int (grid, block: passed as C unsigned int values) or a ready
 c_void_p (function, stream, kernelParams) or None (the null stream, no
 extra), which halves the call's cost. On the null stream hipDrvLaunchKernelEx
-is called instead, 4 arguments (see below why only there): first calls,
-canaries and the fast path launch alike.
+is called instead, 4 arguments (see below why only there).
 """
 
 import ctypes
@@ -99,7 +99,7 @@ class LaunchConfig(ctypes.Structure):
 assert ctypes.sizeof(LaunchConfig) == 56 and LaunchConfig.hStream.offset == 32 and LaunchConfig.numAttrs.offset == 48
 
 
-CONFIGS = {}  # (grid, block) -> null_stream_config(grid, block), for launch()
+CONFIGS = {}  # (grid, block) -> null_stream_config(grid, block): config()
 
 
 def null_stream_config(grid: int, block: int):
@@ -108,7 +108,7 @@ def null_stream_config(grid: int, block: int):
     return ctypes.pointer(LaunchConfig(grid, 1, 1, block, 1, 1, 0, None, None, 0))
 
 
-def _config(grid: int, block: int):
+def config(grid: int, block: int):
     """null_stream_config(grid, block), cached (few sizes launch often)."""
     c = CONFIGS.get((grid, block))
     if c is None:
@@ -148,21 +148,23 @@ launch_kernel = _bind  # hipModuleLaunchKernel once the first launch has bound i
 launch_ex = None       # hipDrvLaunchKernelEx, bound with it where the runtime has it
 
 
-def launch(function, block: int, x_addr: int, y_addr: int, numel: int, grid: int, stream: int, _a=THREAD) -> int:
+def launch(function, grid: int, block: int, config, x_addr: int, y_addr: int, numel: int, stream: int,
+           _a=THREAD) -> int:
     """One kernel launch of `function` (a c_void_p from hipModuleGetFunction)
-    on `stream`, the caller's device current: hipDrvLaunchKernelEx on the null
-    stream where the runtime has it, else hipModuleLaunchKernel. Returns the HIP
-    error, 0 if none. (relu()'s fast path makes the same launch inline.)"""
+    on `stream`, the caller's device current: hipDrvLaunchKernelEx with
+    `config` (config(grid, block)) on the null stream where the runtime has
+    it, else hipModuleLaunchKernel. Returns the HIP error, 0 if none. The one
+    launch of the package: first calls, canaries and relu()'s fast path."""
     state = _a.state
     args = (x_addr, y_addr, numel, stream)
     if args != state[1]:  # repeated calls (same tensors, same stream) find them prepared already
         prepare(state, args)
-    if state[4]:  # the null stream
-        err = launch_ex(_config(grid, block), function, state[0], None)
+    if state[4]:  # the null stream: 4 arguments
+        err = launch_ex(config, function, state[0], None)
     else:
         err = launch_kernel(function, grid, 1, 1, block, 1, 1, 0, state[2], state[0], None)
     if err:
-        _hip.clear_last_error()
+        _hip.clear_last_error()  # taken, so torch's next launch check does not see it
     return err
 
 
@@ -173,7 +175,8 @@ def launch_all(function, block: int, esize: int, x_addr: int, y_addr: int, launc
     error = 0
     for chunk in launches:
         offset = chunk.start * esize
-        failed = launch(function, block, x_addr + offset, y_addr + offset, chunk.numel, chunk.grid, stream)
+        failed = launch(function, chunk.grid, block, config(chunk.grid, block), x_addr + offset, y_addr + offset,
+                        chunk.numel, stream)
         error = error or failed
     return error
 
@@ -194,10 +197,10 @@ def prepacked(function, block: int, x_addr: int, y_addr: int, numel: int, grid: 
     if ex:
         if stream or launch_ex is None:
             raise ValueError("prepacked(ex=True): the null stream of a runtime with hipDrvLaunchKernelEx only")
-        fn, config = launch_ex, null_stream_config(grid, block)
+        fn, cfg = launch_ex, null_stream_config(grid, block)
 
         def floor():
-            return fn(config, function, params, None)
+            return fn(cfg, function, params, None)
     else:
         fn, s = launch_kernel, stream_arg(stream)
 
