@@ -57,10 +57,10 @@ def relu_for(dtype: str, vec: int):
     return relu_select  # floats; int8 below one word (1 or 2 bytes): v_max_i16
 
 
-def kernel_name(label: str, dtype: str, vec: int, block: int, unroll: int = 1) -> str:
+def kernel_name(label: str, dtype: str, vec: int, block: int) -> str:
     """What profilers and the disassembly show, e.g. relu_v5_nontemporal_bfloat16_x8_b128
     (`label` is the rung file's name)."""
-    return f"relu_{label}_{dtype}_x{vec}_b{block}" + (f"_u{unroll}" if unroll > 1 else "")
+    return f"relu_{label}_{dtype}_x{vec}_b{block}"
 
 
 def host_launcher(kernel, block):

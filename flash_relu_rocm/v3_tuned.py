@@ -25,7 +25,9 @@ def build(dtype: str, vec: int, block: int = 128, unroll: int = 1):
     elem = ELEMENT_TYPES[dtype]
     relu = relu_for(dtype, vec)
 
-    @flyc.kernel(name=kernel_name("v3_tuned", dtype, vec, block, unroll), known_block_size=[block, 1, 1])
+    name = kernel_name("v3_tuned", dtype, vec, block) + (f"_u{unroll}" if unroll > 1 else "")
+
+    @flyc.kernel(name=name, known_block_size=[block, 1, 1])
     def relu_v3_tuned(X: fx.Tensor, Y: fx.Tensor):
         bid = fx.block_idx.x
         tid = fx.thread_idx.x

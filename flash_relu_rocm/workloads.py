@@ -8,11 +8,14 @@ band of N x 8192 bfloat16 tensors from 134 to 1074 MB of total traffic
 (2 x numel x element size).
 """
 
+from .registry import RUNGS
+
 POST_SHAPES = ((8192, 8192), (16384, 8192), (32768, 8192), (4096, 14336))
 CACHE_BAND_SHAPES = ((4096, 8192), (6144, 8192), (8192, 8192), (12288, 8192),
                      (16384, 8192), (24576, 8192), (32768, 8192))
 CACHE_BAND_DTYPE = "bfloat16"
-CACHE_BAND_RUNGS = ("v4", "v5")  # the band asks one question: do non-temporal stores pay there?
+# the band asks one question: do non-temporal stores pay there? The buffer rungs differ in that alone
+CACHE_BAND_RUNGS = tuple(name for name, r in RUNGS.items() if r.buffer)
 
 
 def traffic_mb(shape, element_bytes):

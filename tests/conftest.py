@@ -100,7 +100,6 @@ def vgpu(vgpu_device, monkeypatch):
     included) whose grid is not exactly ceil(numel / tile), fails the test
     unless `vgpu.errors_expected`."""
     import relu_flydsl
-    import relu_flydsl._dispatch as dispatch
     from vgpu.serve import serve
 
     dev = vgpu_device
@@ -109,7 +108,7 @@ def vgpu(vgpu_device, monkeypatch):
     dev.stream = 0
     dev.errors_expected = False
     dev.canary_launches = []
-    forget_canaries(dispatch)
+    reset_state()
     serve(dev, relu_flydsl, monkeypatch.setattr)  # device_info and the canary's buffer (tools/vgpu/serve.py)
     yield dev
     try:
@@ -122,13 +121,13 @@ def vgpu(vgpu_device, monkeypatch):
     finally:
         dev.reset()
         dev.canary_launches = []
-        forget_canaries(dispatch)
+        reset_state()
 
 
-def forget_canaries(dispatch=None):
-    """Tests only: the package's dispatch state as in a fresh process (loaded
-    modules, canary verdicts, entries, stats, warnings), so the next call is a
-    first use again."""
+def reset_state():
+    """The package's dispatch state as in a fresh process (loaded modules,
+    canary verdicts, entries, stats, warnings), so the next call is a first
+    use again."""
     from relu_flydsl._state import STATE
 
     STATE.reset()

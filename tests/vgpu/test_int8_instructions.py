@@ -152,7 +152,7 @@ def test_int8_rung_kernel_on_the_virtual_device(vgpu, rung, vec):
     from vgpu.emulator import Program
 
     prog = Program(k)
-    assert (prog.unimplemented, prog.hazards, prog.nop_hazards) == ([], [], [])
+    assert (prog.unimplemented, prog.waitcnt_errors, prog.nop_hazards) == ([], [], [])
     vgpu.errors_expected = True
     for n, values, seed in ((vec, "special", 1), (4096 + 3 * vec, "mixed", 2)):
         assert C.run(vgpu, ("rung", rung), n, seed, values, vec) == [], (rung, vec, n, values)

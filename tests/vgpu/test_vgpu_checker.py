@@ -164,12 +164,12 @@ def test_scoreboard_catches_a_missing_waitcnt(vgpu):
     from vgpu.emulator import Program
 
     prog = _program()
-    assert prog.hazards == []
+    assert prog.waitcnt_errors == []
     k = prog.kernel
     lines = [ln for ln in k.lines if not (ln.mnemonic == "s_waitcnt" and "vmcnt" in ln.operands)]
     assert len(lines) < len(k.lines)
     bad = Program(dataclasses.replace(k, lines=lines))
-    assert any("before the s_waitcnt" in h for h in bad.hazards), bad.hazards
+    assert any("before the s_waitcnt" in h for h in bad.waitcnt_errors), bad.waitcnt_errors
 
 
 def test_unimplemented_instruction_stops_the_run(vgpu):

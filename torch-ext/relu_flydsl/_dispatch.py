@@ -4,10 +4,13 @@
                            single-launch entry for this size, alignment and device -> one
                            launch (out None: into torch.empty_like(x)); on any other
                            device the torch fallback, counted with its reason; else None
+    torch_input(x, out)    an input only torch serves (sparse, nested, subclasses, ...):
+                           counted with its reason, torch's result or error
     serve(x, out, rung)    relu()'s one call after validation: no ROCm device -> torch's
                            kernel (no_device), else run() (out None: torch.empty_like(x))
     run(x, out, rung)      x, out validated (same shape, dtype, device)
-      choose path          gfx950 + served dtype + contiguous x and out + code objects
+      choose path          gfx950 + served dtype + contiguous x and out (or dense, out of
+                           x's strides) + no neg bit + code objects
         |-- kernel         plan (cached per size/alignment/device) -> on first use on a
         |                  device: module loaded (sha256 checked) and canary -> launch
         |                  on the tensor's device's current stream
@@ -16,7 +19,8 @@
 
 Nothing here compiles, links or imports anything beyond the standard library,
 torch and this package: the kernels are the shipped code objects (_objects.py).
-All mutable state lives in _state.STATE.
+All mutable dispatch state lives in _state.STATE; _launch keeps its own per-thread
+argument buffers and launch configs, which decide nothing.
 """
 
 import os
@@ -25,7 +29,7 @@ from typing import NamedTuple, Optional
 import torch
 
 from . import _canary, _hip, _inputs, _launch, _objects
-from ._state import _ENV_DATA, _ENV_KEYS, ENV_CANARY, ENV_DISABLE, ENV_RUNG, STATE
+from ._state import ENV_CANARY, ENV_DATA, ENV_DISABLE, ENV_KEYS, ENV_RUNG, STATE
 from ._state import DISABLED as _DISABLED
 from ._state import NO_DEVICE as _NO_DEVICE
 from .flash_relu_rocm import plan
@@ -273,9 +277,9 @@ _compiling_now, _compile_flags = _compiling_parts()
 _transform_level = torch._C._functorch.maybe_current_level  # None outside torch.func transforms
 _dispatch_modes = torch._C._len_torch_dispatch_stack        # FakeTensorMode, make_fx, ...
 _fast_entries = STATE.fast  # one dict for the life of the process (cleared in place)
-if _ENV_DATA is not None:
-    _env_get = _ENV_DATA.get
-    _ENV_K0, _ENV_K1, _ENV_K2 = _ENV_KEYS
+if ENV_DATA is not None:
+    _env_get = ENV_DATA.get
+    _ENV_K0, _ENV_K1, _ENV_K2 = ENV_KEYS
 else:  # not CPython's os.environ: plain lookups
     _env_get = os.environ.get
     _ENV_K0, _ENV_K1, _ENV_K2 = ENV_DISABLE, ENV_RUNG, ENV_CANARY
@@ -356,6 +360,8 @@ def fast(x, out, rung, _T=_Tensor, _compiling=_compiling_now, _flags=_compile_fl
             yp = 0 if out is None else out.data_ptr()  # out None: a fresh allocation, 16-byte aligned
             # Fast entries exist only for valid rungs, served dtypes, single launches,
             # ready kernels, the kernel path enabled (settings changes clear them).
+            # _entry's key, written out rather than called for (one Python call less per
+            # call); the paired mutants hot-key-* / entry-key-* hold both to it.
             entry = _entries((rung, dt, numel, xp & 15, yp & 15, dev.index))
     except RuntimeError:  # sparse, nested, batched or grad-tracking wrappers: no plain memory
         return None
@@ -387,7 +393,8 @@ def fast(x, out, rung, _T=_Tensor, _compiling=_compiling_now, _flags=_compile_fl
         nbytes = numel * entry.esize
         if xp != yp and xp < yp + nbytes and yp < xp + nbytes:  # dense ranges overlap
             raise ValueError(OVERLAP)
-    # one launch (any rank: the kernel sees 1-D), on the tensor's device
+    # one launch (any rank: the kernel sees 1-D), on the tensor's device (_on_device's
+    # choice, written out: no *args call per launch)
     if dev.current:
         error = _launch_one(entry.function, entry.grid, entry.block, entry.config, xp, yp, numel, dev.stream)
     else:  # kernels launch on the current device: switch there and back
@@ -411,6 +418,13 @@ def no_device(x: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
         return torch.relu(x)
     torch.clamp_min(x, 0, out=out)
     return out
+
+
+def torch_input(x, out):
+    """relu(x, out) for an input only torch serves (_inputs.needs_torch said so):
+    counted with its reason, then torch's own result or error."""
+    STATE.record(("fallback", _inputs.why_torch(x, out) or "torch input"))
+    return _inputs.torch_relu(x, out)
 
 
 def serve(x: torch.Tensor, out: Optional[torch.Tensor], rung: Optional[str]) -> torch.Tensor:

@@ -89,13 +89,6 @@ def unavailable():
     return None
 
 
-def forget():
-    """Look for the HIP runtime again at the next use (tests)."""
-    global _lib, _missing
-    with _lock:
-        _lib, _missing = None, None
-
-
 def _check(err, what):
     if err:
         raise RuntimeError(f"relu_flydsl: {what} failed with HIP error {err}")

@@ -2,7 +2,7 @@
 
     code_objects/manifest.json      format 1: per "<rung>/<dtype>/x<vec>" the file,
                                     symbol, block, kernel-argument layout, sha256
-    code_objects/<symbol>.co        one kernel each, built by tools/build_variant.py
+    code_objects/<symbol>.co        one kernel each, built by flash_relu_rocm/build.py
 
 function(rung, dtype, vec, device) reads the object, checks its sha256 against
 the manifest (a mismatch warns once, naming the file, and that kernel takes the

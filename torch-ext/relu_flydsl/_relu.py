@@ -34,7 +34,6 @@ import torch
 from . import _dispatch, _inputs
 from ._dispatch import OVERLAP as _OVERLAP
 from ._ops import add_op_namespace_prefix
-from ._state import STATE
 from .flash_relu_rocm.registry import RUNGS
 
 
@@ -184,7 +183,7 @@ def _traced(x, out, rung):
     return out
 
 
-_fast, _serve = _dispatch.fast, _dispatch.serve
+_fast, _serve, _torch_input = _dispatch.fast, _dispatch.serve, _dispatch.torch_input
 
 
 def relu(x: torch.Tensor, out: Optional[torch.Tensor] = None, *, rung: Optional[str] = None) -> torch.Tensor:
@@ -212,8 +211,7 @@ def relu(x: torch.Tensor, out: Optional[torch.Tensor] = None, *, rung: Optional[
         return y
     compiling = _is_compiling()
     if _check(x, out, rung, compiling):  # an input only torch can serve: torch's result or torch's error
-        STATE.record(("fallback", _inputs.why_torch(x, out) or "torch input"))
-        return _inputs.torch_relu(x, out)
+        return _torch_input(x, out)
     if compiling:
         return _traced(x, out, rung)
     if out is None and x.requires_grad and torch.is_grad_enabled():  # autograd through the op

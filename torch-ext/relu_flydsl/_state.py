@@ -31,13 +31,13 @@ ENTRIES_MAX = 4096                   # bound memory for processes that see endle
 
 # The variables' raw values are compared on every call: CPython's os.environ
 # keeps them in `_data`, so that costs three dict lookups.
-_ENV_DATA = getattr(os.environ, "_data", None)
-_ENV_KEYS = tuple(os.environ.encodekey(k) for k in (ENV_DISABLE, ENV_RUNG, ENV_CANARY)) if _ENV_DATA is not None else ()
+ENV_DATA = getattr(os.environ, "_data", None)
+ENV_KEYS = tuple(os.environ.encodekey(k) for k in (ENV_DISABLE, ENV_RUNG, ENV_CANARY)) if ENV_DATA is not None else ()
 
 
 def env_raw():
-    if _ENV_DATA is not None:
-        return (_ENV_DATA.get(_ENV_KEYS[0]), _ENV_DATA.get(_ENV_KEYS[1]), _ENV_DATA.get(_ENV_KEYS[2]))
+    if ENV_DATA is not None:
+        return (ENV_DATA.get(ENV_KEYS[0]), ENV_DATA.get(ENV_KEYS[1]), ENV_DATA.get(ENV_KEYS[2]))
     return (os.environ.get(ENV_DISABLE), os.environ.get(ENV_RUNG), os.environ.get(ENV_CANARY))
 
 

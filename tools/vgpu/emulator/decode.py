@@ -31,7 +31,7 @@ def branch_destination(addr, simm16):
 
 class Program:
     """A kernel's instructions and their handlers, decoded once from the
-    disassembly. Static checks: `hazards` (the waitcnt scoreboard) and
+    disassembly. Static checks: `waitcnt_errors` (the waitcnt scoreboard) and
     `nop_hazards` (s_nop wait states); either fails every launch."""
 
     def __init__(self, kernel):
@@ -51,7 +51,7 @@ class Program:
             raise LaunchError(f"{kernel.name}: no code at entry 0x{kernel.entry:x}")
         self.unimplemented = sorted({i.mnemonic for i, h in zip(self.instrs, self.handlers) if h is None}
                                     | {self.instrs[self.index[a]].mnemonic for a in self.decode_errors})
-        self.hazards = waitcnt.scoreboard(self.instrs, self.branch_target)
+        self.waitcnt_errors = waitcnt.scoreboard(self.instrs, self.branch_target)
         self.nop_hazards = hazards.check(self.instrs, self.branch_target,
                                          hazards.xnack_enabled(getattr(kernel, "target", "")))
 

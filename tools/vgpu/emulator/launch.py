@@ -68,8 +68,8 @@ class Emulator:
 
     def _run(self, grid, block, kernarg_addr):
         kd, prog = self.kd, self.program
-        if prog.hazards:
-            raise LaunchError("waitcnt scoreboard: " + "; ".join(prog.hazards))
+        if prog.waitcnt_errors:
+            raise LaunchError("waitcnt scoreboard: " + "; ".join(prog.waitcnt_errors))
         # an instruction the emulator lacks stops the run as Unsupported when reached, not here
         nop = [h for h in prog.nop_hazards
                if not (h.startswith("unchecked:") and h.split(" for ", 1)[1].split(" ", 1)[0] in prog.unimplemented)]
