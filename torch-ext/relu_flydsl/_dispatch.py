@@ -410,10 +410,7 @@ def no_device(x: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
     """relu(x, out) validated, device_info(x) None: what run() does there
     (torch.relu's kernel, the same reason counted), without its other
     questions, and for out None without allocating first."""
-    s = STATE
-    if s.env != (_env_get(_ENV_K0), _env_get(_ENV_K1), _env_get(_ENV_K2)):  # as fallback_reason:
-        s.refresh()                                                          # the kill switch first
-    s.record(_DISABLED if s.settings.disabled else _NO_DEVICE)
+    STATE.record(_DISABLED if STATE.current().disabled else _NO_DEVICE)  # as fallback_reason: the kill switch first
     if out is None:
         return torch.relu(x)
     torch.clamp_min(x, 0, out=out)
