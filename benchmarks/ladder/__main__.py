@@ -3,9 +3,7 @@ repository root. It only chooses the mode; see benchmarks/ladder/__init__.py. "T
 help is the reference post, "Beating torch.relu with FlyDSL: A Hands-On Guide to Bandwidth-Bound Kernels"."""
 
 import argparse
-import json
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
 from flash_relu_rocm.dtypes import DTYPES
@@ -43,8 +41,7 @@ def main(argv=None):
     if args.section:
         if not args.section_json:
             p.error("--section needs --section-json FILE")
-        Path(args.section_json).write_text(json.dumps(asdict(nogpu.SECTIONS[args.section]())) + "\n")
-        return 0
+        return nogpu.section_child(args.section, args.section_json)
     if args.mode == "baseline":
         has_gpu, what = gpu.any_gpu()
         if not has_gpu:

@@ -181,6 +181,12 @@ def section_vgpu():
 SECTIONS = {"vgpu": section_vgpu}  # sections a child process runs: --section NAME --section-json FILE
 
 
+def section_child(name, path):
+    """The child's side of subprocess_section: run section `name`, write it to `path` as JSON."""
+    Path(path).write_text(json.dumps(asdict(SECTIONS[name]())) + "\n")
+    return 0
+
+
 def subprocess_section(name, title, timeout, tmp):
     path = Path(tmp) / f"{name}.json"
     cmd = [sys.executable, "-m", "benchmarks.ladder", "--section", name, "--section-json", str(path)]
