@@ -436,6 +436,17 @@ def test_why_torch_gives_a_reason_exactly_when_needs_torch_says_so(case, form):
     assert needs == (not plain), (case, form, why)
 
 
+@pytest.mark.parametrize("case", ["sparse_coo", "sparse_csr", "nested_jagged", "quantized_qint8", "logging_subclass"])
+def test_an_input_only_torch_serves_is_counted_with_its_reason(case):
+    """relu() hands it to torch and dispatch_stats() counts it once, under why_torch's reason."""
+    with contextlib.ExitStack() as stack:
+        x = _make(case, stack)
+        why = _inputs.why_torch(x, None)
+        relu_flydsl.reset_dispatch_stats()
+        relu_flydsl.relu(x)
+        assert why and relu_flydsl.dispatch_stats() == {f"fallback/{why}": 1}
+
+
 def test_needs_torch_inside_transforms_and_for_non_tensors():
     x = torch.randn(3, 4)
     seen = []
