@@ -221,9 +221,10 @@ DISPATCH_MUTANTS = (
        _D, "fast", "x.shape == out.shape", "True", "hostile_out_on_the_hot_path"),
     _m("hot-grad-unchecked", "fast path: x requiring grad with out= not refused",
        _D, "fast", "not x.requires_grad", "True", "hostile_out_on_the_hot_path"),
-    Mutant("hot-env-unread", "fast path: kill switch / forced rung not re-read (kernel and torch fallback alike)",
-           ((_D, "fast", "(_env_get(_ENV_K0), _env_get(_ENV_K1), _env_get(_ENV_K2)) != s.env", "False"),),
-           ("kill_switch_on_the_hot_path", "fallback_kill_switch")),
+    # one read serves both branches (kernel and torch fallback): one mutant, one scenario
+    _m("hot-env-unread", "fast path: kill switch / forced rung not re-read",
+       _D, "fast", "(_env_get(_ENV_K0), _env_get(_ENV_K1), _env_get(_ENV_K2)) != s.env", "False",
+       "kill_switch_on_the_hot_path"),
     _m("hot-error-swallowed", "fast path: launch error returned but not raised",
        _D, "fast", "_launch_failed(error, entry.plan, numel)", "pass", "hot_failed_launch"),
     _m("hot-pointers-swapped", "fast path: x and out passed in the wrong order",

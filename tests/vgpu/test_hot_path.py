@@ -186,6 +186,8 @@ def null_stream(c):
         for hot in (False, True):
             launched = c.call(n, seed=12 + hot, hot=hot, rung="v5")
             assert [r.grid for r in launched] == [(grid, 1, 1)], [r.grid for r in launched]
+            state = c.pkg._launch.THREAD.state
+            assert c.pkg._launch.launch_ex is not None and state[4], "the null stream's launch is hipDrvLaunchKernelEx"
     finally:
         c.stream = c.dev.stream = STREAM
 
