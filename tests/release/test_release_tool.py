@@ -252,6 +252,17 @@ def test_recorded_release_matches_the_rules(built):
     assert check.ok, check.messages
 
 
+def test_the_current_version_is_recorded_as_this_tree(built):
+    """releases/v<build.toml version>.json (and the CHANGELOG's digest line) describe this
+    tree's variant: a change to the shipped files re-records the release in the same commit."""
+    _, manifest = built
+    recorded = release.load_manifests().get(manifest["version"])
+    assert recorded is not None, f"v{manifest['version']} is not recorded: run tools/release.py --record-only"
+    assert recorded["digest_fingerprint"] == manifest["digest_fingerprint"], (
+        f"releases/v{manifest['version']}.json describes other files than this tree's variant: "
+        "run .venv/bin/python tools/release.py --record-only")
+
+
 def test_changelog_entry_is_inserted_once(tmp_path):
     path = tmp_path / "CHANGELOG.md"
     m1 = dict(_m(1), branch="v1", variant="torch-rocm", backend={"archs": ["gfx950"]})
