@@ -368,6 +368,8 @@ def fast(x, out, rung, _T=_Tensor, _compiling=_compiling_now, _flags=_compile_fl
     except TypeError:  # an unhashable rung: the general path says what rung accepts
         return None
     if entry is None:
+        # a gfx950 without a ready entry: asked here, not where the lookup missed, so a
+        # call the kernel serves passes one `entry is None` test only
         if dev is not None and dev.arch == SUPPORTED_ARCH:
             return None
         if out is None:

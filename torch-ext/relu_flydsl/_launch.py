@@ -121,7 +121,7 @@ def config(grid: int, block: int):
 def prepare(state, args, _pack=pack_into):
     """Pack this thread's buffer for args = (x_addr, y_addr, numel, stream) and
     set its stream argument; `state` remembers them (THREAD.state)."""
-    if launch_kernel is _bind:
+    if launch_kernel is None:
         bind()
     x_addr, y_addr, numel, stream = args
     _pack(state[3], 0, x_addr, numel, y_addr, numel)
@@ -138,14 +138,9 @@ def bind():
     launch_kernel = lib.hipModuleLaunchKernel
 
 
-def _bind(*args):
-    """The first launch: binds, then makes the call."""
-    bind()
-    return launch_kernel(*args)
-
-
-launch_kernel = _bind  # hipModuleLaunchKernel once the first launch has bound it
-launch_ex = None       # hipDrvLaunchKernelEx, bound with it where the runtime has it
+# Bound by the first prepare() (every thread prepares before its first launch) or prepacked()
+launch_kernel = None  # hipModuleLaunchKernel
+launch_ex = None      # hipDrvLaunchKernelEx, where the runtime has it
 
 
 def launch(function, grid: int, block: int, config, x_addr: int, y_addr: int, numel: int, stream: int,
@@ -192,7 +187,7 @@ def prepacked(function, block: int, x_addr: int, y_addr: int, numel: int, grid: 
     base = ctypes.addressof(buffer)
     slots = (ctypes.c_void_p * 4)(*(base + offset for offset, _ in KERNARG_LAYOUT))
     params = ctypes.c_void_p(ctypes.addressof(slots))
-    if launch_kernel is _bind:
+    if launch_kernel is None:
         bind()
     if ex:
         if stream or launch_ex is None:
