@@ -57,6 +57,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.host_overhead import gfx950_stub, paired, per_call
+
 ROOT = Path(__file__).resolve().parent.parent
 
 DEFAULT_AGAINST = "849434f"
@@ -67,13 +69,6 @@ NEW, OLD, TORCH = "new relu(x, out=y)", "old relu(x, out=y)", "torch.clamp_min(x
 
 def say(message):
     print(f"compare_host: {message}", flush=True)
-
-
-def per_call(fn, calls, clock=time.perf_counter):
-    t0 = clock()
-    for _ in range(calls):
-        fn()
-    return (clock() - t0) / calls
 
 
 def extract(rev: str, dest: Path) -> str:
@@ -97,12 +92,6 @@ def extract(rev: str, dest: Path) -> str:
     if (pkg / "_objects.py").exists() and not (pkg / "code_objects").exists():
         shutil.copytree(ROOT / "torch-ext" / "relu_flydsl" / "code_objects", pkg / "code_objects")
     return name
-
-
-def stub_device(pkg, stream: int):
-    """Present CPU tensors as a gfx950 on `stream` to `pkg`, as host_overhead.py does."""
-    gfx950 = pkg._dispatch.DeviceInfo("gfx950", stream)
-    pkg._dispatch.device_info = lambda t: gfx950 if t.is_cpu else None
 
 
 def fast_path_ready(pkg) -> bool:
@@ -159,8 +148,8 @@ def main(argv=None):
 
 
 def run(args, rev, torch, hip, new, old):
-    for pkg in (new, old):
-        stub_device(pkg, args.stream)
+    for pkg in (new, old):  # CPU tensors presented as a gfx950 on --stream, as host_overhead.py does
+        pkg._dispatch.device_info = gfx950_stub(pkg._dispatch, args.stream)
     x = torch.randn(1).to(getattr(torch, args.dtype))
     y = torch.empty_like(x)
     new_relu, old_relu = new.relu, old.relu
@@ -191,7 +180,7 @@ def run(args, rev, torch, hip, new, old):
     try:
         for i in range(args.rounds):
             for n in orders[i % 2]:
-                times[n].append(per_call(rows[n], args.calls, clock))
+                times[n].append(per_call(rows[n], args.calls, clock=clock))
             if (i + 1) % step == 0 and i + 1 < args.rounds:
                 say(f"  {i + 1}/{args.rounds} rounds")
     finally:
@@ -206,9 +195,6 @@ def run(args, rev, torch, hip, new, old):
         sys.exit(f"compare_host: launches seen by the no-op HIP library: {launched}, expected {2 * timed}")
     ex = hip.noop_hip_launch_ex_count() - ex_launches  # only the new package calls it
 
-    def paired(a, b):
-        return statistics.median(p / q for p, q in zip(times[a], times[b]))
-
     median = {n: statistics.median(t) for n, t in times.items()}
     print(f"host time per call, relu(x, out=y), {args.dtype}, 1 element; new: this checkout, old: {rev}; "
           f"no-op libamdhip64 (tools/noop_hip), CPU presented as gfx950, stream {args.stream:#x}, canary off; "
@@ -216,8 +202,8 @@ def run(args, rev, torch, hip, new, old):
     print(f"{'call':<34}{'median us':>11}{'min us':>10}{'max us':>10}")
     for n, t in times.items():
         print(f"{n:<34}{median[n] * 1e6:>11.3f}{min(t) * 1e6:>10.3f}{max(t) * 1e6:>10.3f}")
-    ratios = {"new / old": paired(NEW, OLD), "new / torch.clamp_min": paired(NEW, TORCH),
-              "old / torch.clamp_min": paired(OLD, TORCH)}
+    ratios = {"new / old": paired(times, NEW, OLD), "new / torch.clamp_min": paired(times, NEW, TORCH),
+              "old / torch.clamp_min": paired(times, OLD, TORCH)}
     print("paired ratios (median over rounds of the per-round ratio):")
     for n, v in ratios.items():
         print(f"  {n:<24} {v:6.3f}")

@@ -65,18 +65,26 @@ GPU_TARGET = 1.15
 BUILD_HINT = ".venv/bin/python tools/build_variant.py"
 
 
-def per_call(fn, calls, sync=None):
-    t0 = time.perf_counter()
+def per_call(fn, calls, sync=None, clock=time.perf_counter):
+    """Seconds per call of `calls` calls of fn (sync, when given, ends the batch on a GPU)."""
+    t0 = clock()
     for _ in range(calls):
         fn()
     if sync is not None:
         sync()
-    return (time.perf_counter() - t0) / calls
+    return (clock() - t0) / calls
 
 
 def paired(times, a, b):
     """Median over rounds of (a's time / b's time) in the same round."""
     return statistics.median(x / y for x, y in zip(times[a], times[b]))
+
+
+def gfx950_stub(dispatch, stream=0):
+    """A stand-in for dispatch.device_info on CPU: CPU tensors are device 0, a gfx950,
+    current, on `stream`; anything else is no ROCm device."""
+    gfx950 = dispatch.DeviceInfo("gfx950", stream)
+    return lambda t: gfx950 if t.is_cpu else None
 
 
 def modelled_device_query(torch, DeviceInfo):
@@ -121,8 +129,7 @@ def cpu_setup(args, torch):
     missing = _objects.unavailable()
     if missing:
         sys.exit(f"host_overhead: {missing}. Build them: {BUILD_HINT}")
-    gfx950 = _dispatch.DeviceInfo("gfx950", 0)
-    stubbed = lambda t: gfx950 if t.is_cpu else None  # noqa: E731 - the stub, timed apart below
+    stubbed = gfx950_stub(_dispatch)  # timed apart below
     modelled = modelled_device_query(torch, _dispatch.DeviceInfo)
     _dispatch.device_info = stubbed
 
