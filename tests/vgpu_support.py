@@ -133,7 +133,7 @@ SUMMARY_LINES = []
 
 
 # ---- every kernel the planner can choose ------------------------------------
-# relu_<rung>_<idea>_<dtype>_x<vec>_b<block>[_u<unroll>] (flash_relu_rocm._common.kernel_name)
+# relu_<rung>_<idea>_<dtype>_x<vec>_b<block> (flash_relu_rocm._common.kernel_name), [_u<unroll>] on v3_tuned.unrolled(n)
 # the served dtypes (dtypes.DTYPES): a pending dtype's kernels are no planner kernels
 _KERNEL_ID = re.compile(rf"^relu_(v\d+)_\w*?_({'|'.join(_dtypes.DTYPES)})_x(\d+)_b\d+(?:_u\d+)?(?:_\d+)?$")
 TORCH_DTYPES = {name: getattr(torch, name) for name in _dtypes.DTYPES}
