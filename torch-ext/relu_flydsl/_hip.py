@@ -18,7 +18,7 @@ CAPTURE_NONE, CAPTURE_ACTIVE, CAPTURE_INVALIDATED = 0, 1, 2
 _RTLD_NOLOAD = getattr(os, "RTLD_NOLOAD", 4)
 
 _lib = None
-_missing = None  # why no HIP runtime is loaded, once looked for
+MISSING = "no HIP runtime (libamdhip64) is loaded in this process"
 _lock = threading.Lock()
 
 
@@ -44,15 +44,17 @@ def _find_loaded():
 
 
 def _bind():
-    global _lib, _missing
+    global _lib
     with _lock:
         if _lib is None:
-            if _missing is not None:
-                raise HipUnavailable(_missing)
+            # A miss is not remembered: the next use looks again. ROCm torch loads the
+            # runtime at import, so a process that has one finds it at the first look and
+            # binds it for good; only processes without a ROCm device look more than once
+            # (warmup() on a CPU machine, a test that loads a stand-in later), and there a
+            # remembered miss would hide a runtime loaded after it.
             lib = _find_loaded()
             if lib is None:
-                _missing = "no HIP runtime (libamdhip64) is loaded in this process"
-                raise HipUnavailable(_missing)
+                raise HipUnavailable(MISSING)
             vp, i32, pvp = ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_void_p)
             for name, args in (("hipGetDevice", [ctypes.POINTER(i32)]), ("hipSetDevice", [i32]),
                                ("hipGetDeviceCount", [ctypes.POINTER(i32)]),
