@@ -11,7 +11,12 @@ compiles, links or imports FlyDSL where relu() runs.
        "source_sha256": "<flash_relu_rocm/*.py + toolchain>",
        "kernels": {"v5/bfloat16/x8": {"rung", "dtype", "vec", "block", "file",
                    "symbol", "kernarg_size", "args": [{"offset", "size", "kind"}],
-                   "sha256"}, ...}}
+                   "sha256"}, ...},
+       "entry": {"file", "abi", "toolchain", "source_sha256", "sha256"}}
+
+The compiled entry (torch-ext/relu_flydsl/_compiled_entry.c) is built here too, with the
+machine's C compiler against the CPython limited API 3.10: one x86-64 Linux binary for
+CPython 3.10-3.13 that relu() replays its decisions through (_compiled_entry.py loads it).
 
 Only this module's build functions import FlyDSL and torch; `stale()` and the
 manifest helpers need neither (they run in test.sh before every test run).
@@ -38,6 +43,13 @@ MANIFEST = "manifest.json"
 SOURCE_DIR = Path(__file__).resolve().parent
 ROOT = SOURCE_DIR.parent  # the source checkout (flash_relu_rocm/ and tools/)
 OBJECTS_DIR = ROOT / "torch-ext" / "relu_flydsl" / "code_objects"
+ENTRY_SOURCE = ROOT / "torch-ext" / "relu_flydsl" / "_compiled_entry.c"
+ENTRY_FILE = "_relu_flydsl_entry.abi3.so"
+ENTRY_ABI = "cp310-abi3"  # Py_LIMITED_API 0x030A0000 in the source
+# No debug info, no build paths, hidden symbols but PyInit_: the same bytes from the same
+# compiler and source on any machine.
+ENTRY_FLAGS = ("-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-fno-ident", "-Wall", "-Wextra", "-Werror",
+               "-Wl,-z,noexecstack", "-Wl,--build-id=none", "-s")
 
 # What the runtime packs: X pointer, X numel (i32), Y pointer, Y numel (i32).
 EXPECTED_ARGS = (("global_buffer", 8), ("by_value", 4), ("global_buffer", 8), ("by_value", 4))
@@ -287,19 +299,106 @@ def build_objects(out_dir: Path = OBJECTS_DIR, specs=None) -> dict:
         "toolchain": tools,
         "source_sha256": source_sha256(tools),
         "kernels": dict(sorted(kernels.items())),
+        "entry": build_entry(tmp),
     }
-    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    _write_manifest(tmp, manifest)
     shutil.rmtree(out_dir, ignore_errors=True)
     tmp.rename(out_dir)
     return manifest
 
 
+# ---------------------------------------------------------------- the compiled entry
+def _cc() -> str:
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        raise BuildError("building the compiled entry needs a C compiler (apt-get install gcc)")
+    return cc
+
+
+def entry_toolchain() -> dict:
+    """The C compiler (first line of --version) and the Python headers the entry is built with."""
+    import sysconfig
+
+    cc = _cc()
+    try:
+        version = subprocess.run([cc, "--version"], capture_output=True, text=True, check=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError) as e:
+        raise BuildError(f"cannot run {cc} --version ({type(e).__name__}: {e})") from None
+    include = Path(sysconfig.get_paths()["include"])
+    if not (include / "Python.h").exists():
+        raise BuildError(f"no Python.h in {include}: the compiled entry needs the interpreter's headers")
+    import platform
+
+    return {"cc": version.splitlines()[0].strip(), "python_headers": platform.python_version()}
+
+
+def entry_source_sha256(tools: dict, source: Path = ENTRY_SOURCE) -> str:
+    h = hashlib.sha256(Path(source).read_bytes())
+    h.update(json.dumps({"tools": tools, "flags": ENTRY_FLAGS, "abi": ENTRY_ABI}, sort_keys=True).encode())
+    return h.hexdigest()
+
+
+def compile_entry(out: Path, source: Path = ENTRY_SOURCE) -> bytes:
+    """`source` compiled into the binary `out`; returns its bytes."""
+    import sysconfig
+
+    cmd = [_cc(), *ENTRY_FLAGS, "-I", sysconfig.get_paths()["include"], "-o", str(out), str(source)]
+    result = subprocess.run(cmd, capture_output=True, text=True, cwd=Path(source).parent, timeout=300)
+    if result.returncode != 0:
+        raise BuildError(f"compiling {Path(source).name} failed:\n{result.stderr.strip()}")
+    return Path(out).read_bytes()
+
+
+def build_entry(out_dir: Path, source: Path = ENTRY_SOURCE) -> dict:
+    """The compiled entry built into `out_dir`; returns its manifest block."""
+    tools = entry_toolchain()
+    data = compile_entry(Path(out_dir) / ENTRY_FILE, source)
+    return {"file": ENTRY_FILE, "abi": ENTRY_ABI, "toolchain": tools,
+            "source_sha256": entry_source_sha256(tools, source), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def entry_stale(objects_dir: Path = OBJECTS_DIR, source: Path = ENTRY_SOURCE) -> Optional[str]:
+    """None when the manifest's compiled entry was built from `source` with this compiler."""
+    try:
+        entry = read_manifest(objects_dir).get("entry")
+    except (OSError, ValueError) as e:
+        return f"no readable {MANIFEST} ({type(e).__name__})"
+    if not isinstance(entry, dict):
+        return "no compiled entry in the manifest"
+    if entry.get("source_sha256") != entry_source_sha256(entry_toolchain(), source):
+        return f"{Path(source).name} or the C compiler changed since the entry was built"
+    path = Path(objects_dir) / str(entry.get("file"))
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return f"{path.name} is missing"
+    if hashlib.sha256(data).hexdigest() != entry.get("sha256"):
+        return f"{path.name} does not match its sha256 in the manifest"
+    return None
+
+
+def update_entry(objects_dir: Path = OBJECTS_DIR) -> dict:
+    """Rebuild only the compiled entry of complete code objects, rewriting the manifest."""
+    manifest = read_manifest(objects_dir)
+    manifest["entry"] = build_entry(objects_dir)
+    _write_manifest(objects_dir, manifest)
+    return manifest
+
+
+def _write_manifest(objects_dir: Path, manifest: dict):
+    (Path(objects_dir) / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+
+
 def ensure_objects(out_dir: Path = OBJECTS_DIR) -> Optional[str]:
-    """Build the objects unless they are up to date. Returns why they were
-    rebuilt, or None when nothing was done."""
+    """Build the objects (and the compiled entry) unless they are up to date. Returns why
+    they were rebuilt, or None when nothing was done."""
     reason = stale(out_dir)
     if reason is not None:
         build_objects(out_dir)
+        return reason
+    reason = entry_stale(out_dir)
+    if reason is not None:
+        update_entry(out_dir)
     return reason
 
 
@@ -323,7 +422,12 @@ def main(argv=None):
         specs = [by_key[k] for k in wanted]
     reason = "--force" if args.force or specs else stale(args.out)
     if reason is None:
-        print(f"code objects up to date: {args.out}")
+        why = entry_stale(args.out)
+        if why is None:
+            print(f"code objects and compiled entry up to date: {args.out}")
+            return 0
+        update_entry(args.out)
+        print(f"built the compiled entry {ENTRY_FILE} in {time.monotonic() - start:.1f} s ({why}): {args.out}")
         return 0
     manifest = build_objects(args.out, specs)
     print(f"built {len(manifest['kernels'])} code objects in {time.monotonic() - start:.1f} s ({reason}): {args.out}")

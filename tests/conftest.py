@@ -109,8 +109,9 @@ def vgpu(vgpu_device, monkeypatch):
     dev.errors_expected = False
     dev.canary_launches = []
     reset_state()
-    serve(dev, relu_flydsl, monkeypatch.setattr)  # device_info and the canary's buffer (tools/vgpu/serve.py)
+    restore = serve(dev, relu_flydsl, monkeypatch.setattr)  # device_info, the canary's buffer, the compiled entry
     yield dev
+    restore()
     try:
         if not dev.errors_expected:
             dev.check()

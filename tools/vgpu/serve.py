@@ -8,6 +8,9 @@ virtual device: the one place that substitutes the package's two device hooks.
 - `_dispatch.device_info`: a CPU tensor lives on the virtual device holding
   its registered allocation (device 0 for unregistered memory), on stream
   `dev.stream` (an int for every device, or a dict device -> stream);
+- the compiled entry (`_compiled_entry.present_cpu`): CPU tensors count as device memory
+  there too, their device and stream asked from the same answers through two C callbacks,
+  so repeated calls run the compiled entry itself, as on hardware;
 - `_canary.device_memory`: the first-use canary's buffer is CPU memory
   registered on the canary's device as ONE region (so the canary's own
   sentinels, not the memory checker, judge guard writes, as on hardware);
@@ -15,13 +18,21 @@ virtual device: the one place that substitutes the package's two device hooks.
   that count launches see only the calls they make.
 """
 
+import ctypes
 import importlib
 from contextlib import contextmanager
+
+DEVICE_OF = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64)   # pointer -> device
+STREAM_OF = ctypes.CFUNCTYPE(ctypes.c_uint64, ctypes.c_int)   # device -> raw stream
 
 
 def _current_device(dev) -> int:
     get = getattr(dev, "get_device", None)
     return get() if callable(get) else 0
+
+
+def _stream(dev, index):
+    return dev.stream.get(index, 0) if isinstance(dev.stream, dict) else dev.stream
 
 
 def device_info_for(dev, dispatch):
@@ -31,10 +42,27 @@ def device_info_for(dev, dispatch):
         if x.device.type != "cpu":
             return None
         index = dev.device_of(x.data_ptr(), 0)
-        stream = dev.stream.get(index, 0) if isinstance(dev.stream, dict) else dev.stream
-        return dispatch.DeviceInfo("gfx950", stream, index == _current_device(dev), index)
+        return dispatch.DeviceInfo("gfx950", _stream(dev, index), index == _current_device(dev), index)
 
     return device_info
+
+
+def present_cpu(dev, entry):
+    """The compiled entry module `entry` (a package's _compiled_entry) sees CPU tensors as the
+    virtual device's memory: the same device and stream answers as device_info_for. Returns
+    a function that turns it off. A no-op where the compiled entry did not load."""
+    device_of = DEVICE_OF(lambda pointer: dev.device_of(pointer, 0))
+    stream_of = STREAM_OF(lambda index: _stream(dev, index))
+    address = ctypes.cast(device_of, ctypes.c_void_p).value, ctypes.cast(stream_of, ctypes.c_void_p).value
+    entry.present_cpu(True, *address)
+    entry.presenting = (device_of, stream_of)  # the callbacks live as long as they are installed
+
+    def off():
+        if getattr(entry, "presenting", None) == (device_of, stream_of):
+            entry.present_cpu(False)
+            entry.presenting = None
+
+    return off
 
 
 def canary_memory_for(dev):
@@ -59,10 +87,10 @@ def canary_memory_for(dev):
 
 
 def serve(dev, package, setattr_=None):
-    """Install both hooks on `package` (the relu_flydsl module or a loaded
+    """Install the hooks on `package` (the relu_flydsl module or a loaded
     variant). `setattr_` defaults to plain setattr; pass pytest's
-    monkeypatch.setattr to have pytest undo it. Returns a function restoring
-    the package's own hooks."""
+    monkeypatch.setattr to have pytest undo the two attributes. Returns a
+    function restoring the package's own hooks (the compiled entry's too: call it)."""
     dispatch = importlib.import_module(f"{package.__name__}._dispatch")
     canary = importlib.import_module(f"{package.__name__}._canary")
     if not hasattr(dev, "canary_launches"):
@@ -73,8 +101,10 @@ def serve(dev, package, setattr_=None):
     put = setattr_ or setattr
     put(dispatch, "device_info", device_info_for(dev, dispatch))
     put(canary, "device_memory", canary_memory_for(dev))
+    entry_off = present_cpu(dev, importlib.import_module(f"{package.__name__}._compiled_entry"))
 
     def restore():
+        entry_off()
         for module, name, value in saved:
             setattr(module, name, value)
 

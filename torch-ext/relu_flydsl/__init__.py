@@ -13,11 +13,13 @@ FlyDSL; the package needs only the standard library, torch and the HIP
 runtime ROCm torch has loaded.
 """
 
-from . import layers
+from . import _compiled_entry, layers
 from ._dispatch import dispatch_stats, reset_dispatch_stats, warmup
 from ._relu import relu
 from ._version import __version__
 from ._verify import verify_digest, verify_variant
+
+_compiled_entry.load()  # the compiled entry, where it can load (_compiled_entry.status() says why not)
 
 # The public API of versions 2 and 3 (releases/v2.json, v3.json): adding or removing a symbol needs a new
 # version (tools/release.py). verify_variant, verify_digest's version-1 name, stays (it warns).

@@ -1,9 +1,8 @@
-"""Which path one call takes, and running it.
+"""Which path one call takes, and running it: the general path.
 
-    fast(x, out, rung)     relu()'s fast path, for plain tensors: on a gfx950 a ready
-                           single-launch entry for this size, alignment and device -> one
-                           launch (out None: into torch.empty_like(x)); on any other
-                           device the torch fallback, counted with its reason; else None
+    (relu()'s repeated calls are replayed by the compiled entry, _compiled_entry.c: what run()
+    decides for a single-launch kernel it hands there with _compiled_entry.add, what it learns of a
+    device with _compiled_entry.learn; a call the entry cannot serve comes here.)
     torch_input(x, out)    an input only torch serves (sparse, nested, subclasses, ...):
                            counted with its reason, torch's result or error
     serve(x, out, rung)    relu()'s one call after validation: no ROCm device -> torch's
@@ -28,8 +27,9 @@ from typing import NamedTuple, Optional
 
 import torch
 
-from . import _canary, _hip, _inputs, _launch, _objects
-from ._state import ENV_CANARY, ENV_DATA, ENV_DISABLE, ENV_KEYS, ENV_RUNG, STATE
+from . import _canary, _compiled_entry, _hip, _inputs, _launch, _objects
+from ._inputs import OVERLAP
+from ._state import ENV_CANARY, ENV_DISABLE, ENV_RUNG, STATE
 from ._state import DISABLED as _DISABLED
 from ._state import NO_DEVICE as _NO_DEVICE
 from .flash_relu_rocm import plan
@@ -39,7 +39,6 @@ SUPPORTED_ARCH = "gfx950"
 NOT_VERIFIED = "not verified before graph capture (call warmup())"
 NOT_LOADED = "not loaded before graph capture (call warmup())"
 _ARCH_REASON = "arch {} (kernels are built for " + SUPPORTED_ARCH + ")"
-OVERLAP = "relu(): out overlaps x without being x; pass out=x for in place, or a separate buffer"
 
 
 class DeviceInfo(NamedTuple):
@@ -123,9 +122,9 @@ class Entry:
     """Everything one (rung, dtype, numel, alignment, device) call needs,
     computed once: the plan, the kernel's block and function, the path's counter.
     `function` is set only once the kernel is ready on its device (module
-    loaded, canary passed or off): the fast path serves only such entries."""
+    loaded, canary passed or off): only such entries go to the compiled entry."""
 
-    __slots__ = ("plan", "function", "block", "esize", "grid", "single", "hit", "device", "key", "config")
+    __slots__ = ("plan", "function", "block", "esize", "grid", "single", "hit", "device", "key")
 
     def __init__(self, p: plan.Plan, device: int, key):
         self.plan = p
@@ -134,8 +133,6 @@ class Entry:
         self.esize = ELEMENT_BYTES[p.dtype]
         self.single = len(p.launches) == 1
         self.grid = p.launches[0].grid if self.single else None
-        # its launch's config on the null stream (hipDrvLaunchKernelEx; see _launch.py)
-        self.config = _launch.null_stream_config(self.grid, self.block) if self.single else None
         self.hit = STATE.counter(("flydsl", p.rung, p.dtype)).hit
         self.device = device
         self.key = key
@@ -252,162 +249,6 @@ def _launch_entry(entry: Entry, x_addr: int, y_addr: int, info: DeviceInfo):
     entry.hit()
 
 
-_Tensor = torch.Tensor
-
-
-class _NoFlag:
-    _is_compiling_flag = False
-
-
-def _compiling_parts():
-    """torch.compiler.is_compiling() as `dynamo() or flags._is_compiling_flag`, one Python
-    call cheaper: in torch 2.13 is_compiling is `False if torch.jit.is_scripting() else
-    _is_compiling_flag`, and is_scripting() is False outside TorchScript; Dynamo folds
-    is_dynamo_compiling() (like is_compiling()) to True while it traces, so the flag is
-    never read in a traced frame. A torch whose is_compiling reads otherwise keeps its own."""
-    code = getattr(torch.compiler.is_compiling, "__code__", None)
-    if (code is not None and code.co_names == ("torch", "jit", "is_scripting", "_is_compiling_flag")
-            and isinstance(getattr(torch.compiler, "_is_compiling_flag", None), bool)
-            and hasattr(torch.compiler, "is_dynamo_compiling")):
-        return torch.compiler.is_dynamo_compiling, torch.compiler
-    return torch.compiler.is_compiling, _NoFlag
-
-
-_compiling_now, _compile_flags = _compiling_parts()
-_transform_level = torch._C._functorch.maybe_current_level  # None outside torch.func transforms
-_dispatch_modes = torch._C._len_torch_dispatch_stack        # FakeTensorMode, make_fx, ...
-_fast_entries = STATE.fast  # one dict for the life of the process (cleared in place)
-if ENV_DATA is not None:
-    _env_get = ENV_DATA.get
-    _ENV_K0, _ENV_K1, _ENV_K2 = ENV_KEYS
-else:  # not CPython's os.environ: plain lookups
-    _env_get = os.environ.get
-    _ENV_K0, _ENV_K1, _ENV_K2 = ENV_DISABLE, ENV_RUNG, ENV_CANARY
-
-
-# dtypes the fast path hands to torch's relu off gfx950: plain ones torch.relu serves (never
-# bool, complex or quantized; any other goes the general path, which says what it does there)
-_TORCH_FAST = frozenset(getattr(torch, n) for n in ("float16", "bfloat16", "float32", "float64", "uint8", "int8",
-                                                    "int16", "int32", "int64"))
-
-
-def fast(x, out, rung, _T=_Tensor, _compiling=_compiling_now, _flags=_compile_flags, _level=_transform_level,
-         _modes=_dispatch_modes, _s=STATE, _env_get=_env_get, _ENV_K0=_ENV_K0, _ENV_K1=_ENV_K1, _ENV_K2=_ENV_K2,
-         _entries=_fast_entries.get, _launch_one=_launch.launch,
-         _strided=torch.strided, _plain=_TORCH_FAST, _rungs=RUNGS, _new=torch.empty_like, _relu=torch.relu,
-         _clamp_min=torch.clamp_min, _off=STATE.lasting[_NO_DEVICE].hit, _disabled=STATE.lasting[_DISABLED].hit):
-    """relu(x, out)'s fast path: the result when it served the call (validated
-    as the general path would, run, counted), None when the general path must
-    take it. Plain tensors only: wrapped, sparse, nested or batched tensors
-    make an attribute raise here or fail a check, quantized dtypes are neither
-    served nor have an entry, and inside a torch.func transform or a dispatch
-    mode torch handles every call.
-      gfx950: a ready single-launch entry for this size, alignments and device
-        -> one launch (_launch.launch); out None: into torch.empty_like(x).
-      any other device (CPU, CUDA, another arch): the general path's torch
-        fallback (torch.relu, or torch.clamp_min into out), counted with its
-        reason, the kill switch first. With out, torch's own checks refuse
-        autograd and a partial overlap before writing anything (for
-        contiguous x and out its overlap test is the general path's), and
-        mkldnn tensors have no such kernel; the general path then raises
-        relu()'s error or serves them.
-    (The keyword defaults bind module constants: local lookups; device_info
-    stays a global, tests substitute it.)"""
-    if type(x) is not _T or (type(out) is not _T and out is not None) or _compiling() or _flags._is_compiling_flag:
-        return None  # (_compiling_parts)
-    try:
-        dev = device_info(x)
-        if _level() is not None or _modes():  # in a torch.func transform or dispatch mode torch serves
-            return None
-        dt = x.dtype
-        if out is None:
-            if x.requires_grad or x.layout is not _strided or x.is_nested:  # autograd: the op; torch's layouts
-                return None
-        elif not (
-            out.dtype is dt
-            and x.is_contiguous()  # False, or raises, for sparse layouts
-            and out.is_contiguous()
-            and not out.is_inference()  # torch refuses writes to it outside inference mode, after writing
-            and x.shape == out.shape  # raises for a strided nested tensor
-        ):
-            return None
-        # kill switch / forced rung / canary changed: drops every entry (env_raw(), inlined); read
-        # before either path, as fallback_reason reads the kill switch first
-        s = _s
-        if (_env_get(_ENV_K0), _env_get(_ENV_K1), _env_get(_ENV_K2)) != s.env:
-            s.refresh()
-        if dev is None or dev.arch != SUPPORTED_ARCH:  # the torch fallback, as the general path takes it
-            if dt not in _plain or (rung is not None and (type(rung) is not str or rung not in _rungs)):
-                return None  # the general path raises, or names why torch serves
-            if out is not None and out.device != x.device:
-                return None
-            entry = None
-        else:
-            if x.is_neg():  # a neg-bit view's memory holds -x (conj bits: complex, never served)
-                return None
-            if out is None:
-                if not x.is_contiguous():
-                    return None
-            elif not (
-                not x.requires_grad
-                and not out.requires_grad
-                and not out.is_neg()
-                and x.get_device() == out.get_device()  # device_info(x): x is on a ROCm device
-            ):
-                return None
-            numel = x.numel()
-            xp = x.data_ptr()
-            yp = 0 if out is None else out.data_ptr()  # out None: a fresh allocation, 16-byte aligned
-            # Fast entries exist only for valid rungs, served dtypes, single launches,
-            # ready kernels, the kernel path enabled (settings changes clear them).
-            # _entry's key, written out rather than called for (one Python call less per
-            # call); the paired mutants hot-key-* / entry-key-* hold both to it.
-            entry = _entries((rung, dt, numel, xp & 15, yp & 15, dev.index))
-    except RuntimeError:  # sparse, nested, batched or grad-tracking wrappers: no plain memory
-        return None
-    except TypeError:  # an unhashable rung: the general path says what rung accepts
-        return None
-    if entry is None:
-        # a gfx950 without a ready entry: asked here, not where the lookup missed, so a
-        # call the kernel serves passes one `entry is None` test only
-        if dev is not None and dev.arch == SUPPORTED_ARCH:
-            return None
-        if out is None:
-            out = _relu(x)
-        else:
-            try:
-                _clamp_min(x, 0, out=out)  # torch.relu is clamp_min(x, 0): same kernel, same bits
-            except RuntimeError:  # autograd, a partial overlap or mkldnn, refused before writing
-                return None
-        if s.settings.disabled:
-            _disabled()
-        elif dev is None:
-            _off()
-        else:
-            s.record(("fallback", _ARCH_REASON.format(dev.arch)))
-        return out
-    if out is None:
-        out = _new(x)
-        yp = out.data_ptr()
-        if yp & 15:  # not the entry's alignment: the general path's own launch
-            return run(x, out, rung, dev)
-    else:
-        nbytes = numel * entry.esize
-        if xp != yp and xp < yp + nbytes and yp < xp + nbytes:  # dense ranges overlap
-            raise ValueError(OVERLAP)
-    # one launch (any rank: the kernel sees 1-D), on the tensor's device (_on_device's
-    # choice, written out: no *args call per launch)
-    if dev.current:
-        error = _launch_one(entry.function, entry.grid, entry.block, entry.config, xp, yp, numel, dev.stream)
-    else:  # kernels launch on the current device: switch there and back
-        with _hip.on_device(dev.index):
-            error = _launch_one(entry.function, entry.grid, entry.block, entry.config, xp, yp, numel, dev.stream)
-    if error:
-        _launch_failed(error, entry.plan, numel)
-    entry.hit()
-    return out
-
-
 def no_device(x: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
     """relu(x, out) validated, device_info(x) None: what run() does there
     (torch.relu's kernel, the same reason counted), without its other
@@ -428,8 +269,12 @@ def torch_input(x, out):
 
 def serve(x: torch.Tensor, out: Optional[torch.Tensor], rung: Optional[str]) -> torch.Tensor:
     """relu(x, out) validated, eager, needing no autograd: the path choice
-    relu()'s fast path did not make. No ROCm device -> torch's kernel (nothing
+    the compiled entry did not make. No ROCm device -> torch's kernel (nothing
     allocated first); else run() (out None: into torch.empty_like(x))."""
+    why = _compiled_entry.not_loaded()
+    if why is not None and not why.startswith("disabled by"):
+        STATE.warn_once(("entry", why), f"the compiled entry is not used ({why}); every call takes the Python "
+                        "path (same results, more host time)", fallback=False)
     info = device_info(x)
     if info is None:
         return no_device(x, out)
@@ -439,10 +284,18 @@ def serve(x: torch.Tensor, out: Optional[torch.Tensor], rung: Optional[str]) -> 
 _NO_INFO = object()  # "device_info not asked yet" (None means: not a ROCm device)
 
 
+def _teach(info: DeviceInfo):
+    """Tell the compiled entry what device_info found (a gfx950 needs the HIP runtime bound)."""
+    if info.arch != SUPPORTED_ARCH or _hip.unavailable() is None:
+        _compiled_entry.learn(info, _ARCH_REASON.format(info.arch))
+
+
 def run(x: torch.Tensor, out: torch.Tensor, rung: Optional[str], info=_NO_INFO) -> torch.Tensor:
     if info is _NO_INFO:
         info = device_info(x)
-    reason = fallback_reason(x, out, info)
+    reason = fallback_reason(x, out, info)  # (settings re-read first: a change clears what the entry knew)
+    if info is not None and STATE.replay is not None:
+        _teach(info)
     if reason is None and x.numel() == 0:
         reason = "empty tensor"
     if reason is None:
@@ -458,8 +311,8 @@ def run(x: torch.Tensor, out: torch.Tensor, rung: Optional[str], info=_NO_INFO) 
             entry.function, reason = _ready((p.rung, p.dtype, p.vec, info.index), info)
         if reason is None:
             _launch_entry(entry, xp, yp, info)
-            if entry.single:  # served by the fast path from now on
-                STATE.fast[entry.key] = entry
+            if entry.single and STATE.replay is not None:  # replayed by the compiled entry from now on
+                _compiled_entry.add(entry, rung)
             return out
     torch.clamp_min(x, 0, out=out)  # torch.relu is clamp_min(x, 0): same kernel, same bits
     STATE.record(("fallback", reason))
@@ -540,5 +393,5 @@ def _warm_on(rung, dtype: str, vec: int, device: int):
     _ready((rung.name, dtype, vec, device), info)  # a failure warns
 
 
-__all__ = ["DeviceInfo", "ENV_CANARY", "ENV_DISABLE", "ENV_RUNG", "dispatch_stats", "fast", "reset_dispatch_stats",
-           "run", "serve", "warmup"]
+__all__ = ["DeviceInfo", "ENV_CANARY", "ENV_DISABLE", "ENV_RUNG", "dispatch_stats", "reset_dispatch_stats", "run",
+           "serve", "warmup"]

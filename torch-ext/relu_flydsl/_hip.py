@@ -82,6 +82,11 @@ def lib():
     return _lib or _bind()
 
 
+def address(function):
+    """A bound entry point's address (int), None for None: for the compiled entry."""
+    return None if function is None else ctypes.cast(function, ctypes.c_void_p).value
+
+
 def unavailable():
     """Why no HIP runtime can be used, or None."""
     try:

@@ -17,6 +17,7 @@ import operator
 
 import torch
 
+OVERLAP = "relu(): out overlaps x without being x; pass out=x for in place, or a separate buffer"
 _Tensor = torch.Tensor
 _Parameter = torch.nn.Parameter  # disables __torch_function__: behaves as a plain tensor
 _strided = torch.strided

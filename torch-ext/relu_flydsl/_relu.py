@@ -17,10 +17,10 @@ What runs, and with what results:
   2.13, -0.0 kept, some bf16/f16 NaN payloads changed). RELU_FLYDSL_COMPILE=op,
   read when a graph is traced, keeps the opaque kernel op there instead.
 
-relu() is the dispatcher's fast path (_dispatch.fast: plain tensors, a ready
-kernel entry or the torch fallback off gfx950), then validation, inputs only
-torch serves, the compiled and autograd forms, and one call into the
-dispatcher (_dispatch.serve). A torch.library op costs several microseconds
+relu() is a guard in Python and the compiled entry (_compiled_entry.c: a ready kernel
+entry, or the torch fallback off gfx950), then, for what it did not serve, the
+general path: validation, inputs only torch serves, the compiled and autograd
+forms, and one call into the dispatcher (_dispatch.serve). A torch.library op costs several microseconds
 of host time per call: eager calls reach it only for autograd, and it calls
 the same dispatcher.
 """
@@ -32,7 +32,7 @@ from typing import Optional
 import torch
 
 from . import _dispatch, _inputs
-from ._dispatch import OVERLAP as _OVERLAP
+from ._inputs import OVERLAP as _OVERLAP
 from ._ops import add_op_namespace_prefix
 from .flash_relu_rocm.registry import RUNGS
 
@@ -183,7 +183,32 @@ def _traced(x, out, rung):
     return out
 
 
-_fast, _serve, _torch_input = _dispatch.fast, _dispatch.serve, _dispatch.torch_input
+_serve, _torch_input = _dispatch.serve, _dispatch.torch_input
+
+
+class _NoFlag:
+    _is_compiling_flag = False
+
+
+def _compiling_parts():
+    """torch.compiler.is_compiling() as `dynamo() or flags._is_compiling_flag`, one Python
+    call cheaper: in torch 2.13 is_compiling is `False if torch.jit.is_scripting() else
+    _is_compiling_flag`, and is_scripting() is False outside TorchScript; Dynamo folds
+    is_dynamo_compiling() (like is_compiling()) to True while it traces, so the flag is
+    never read in a traced frame. A torch whose is_compiling reads otherwise keeps its own."""
+    code = getattr(torch.compiler.is_compiling, "__code__", None)
+    if (code is not None and code.co_names == ("torch", "jit", "is_scripting", "_is_compiling_flag")
+            and isinstance(getattr(torch.compiler, "_is_compiling_flag", None), bool)
+            and hasattr(torch.compiler, "is_dynamo_compiling")):
+        return torch.compiler.is_dynamo_compiling, torch.compiler
+    return torch.compiler.is_compiling, _NoFlag
+
+
+_T = torch.Tensor
+_dynamo, _flags = _compiling_parts()
+_level = torch._C._functorch.maybe_current_level  # None outside torch.func transforms
+_modes = torch._C._len_torch_dispatch_stack       # FakeTensorMode, make_fx, ...
+_compiled = None  # the compiled entry's serve(x, out, rung) where it loaded (_compiled_entry.py sets it)
 
 
 def relu(x: torch.Tensor, out: Optional[torch.Tensor] = None, *, rung: Optional[str] = None) -> torch.Tensor:
@@ -206,9 +231,16 @@ def relu(x: torch.Tensor, out: Optional[torch.Tensor] = None, *, rung: Optional[
     RELU_FLYDSL_COMPILE=op, read when the graph is traced, the kernel op
     runs there instead.
     """
-    y = _fast(x, out, rung)  # plain tensors the dispatcher serves at once (kernel or torch fallback)
-    if y is not None:
-        return y
+    # What the compiled entry cannot see in the tensors' memory description is asked here:
+    # exact torch.Tensor (no subclass, no wrapper), not tracing, no torch.func transform or
+    # dispatch mode, no autograd, no neg-bit view, out not an inference tensor. Anything
+    # else, and anything the entry returns None for, takes the general path below.
+    if (_compiled is not None and type(x) is _T and (out is None or type(out) is _T) and not _dynamo()
+            and not _flags._is_compiling_flag and _level() is None and not _modes() and not x.requires_grad
+            and not x.is_neg() and (out is None or not (out.requires_grad or out.is_neg() or out.is_inference()))):
+        y = _compiled(x, out, rung)
+        if y is not None:
+            return y
     compiling = _is_compiling()
     if _check(x, out, rung, compiling):  # an input only torch can serve: torch's result or torch's error
         return _torch_input(x, out)

@@ -1,19 +1,22 @@
 """All mutable dispatch state, with one owner: `STATE` (a DispatchState).
 
     STATE.settings          kill switch, forced rung, canary switch (from the environment)
-    STATE.entries / fast    launch entries; `fast` holds those relu()'s fast path may serve
+    STATE.entries           launch entries (the general path's plans, per size/alignment/device)
+    STATE.replay            the compiled entry (_compiled_entry.c) once loaded, else None: its ready
+                            entries are dispatch state too, dropped with the others
     STATE.functions         (rung, dtype, vec, device) -> loaded kernel function (modules: their handles)
     STATE.verdicts          (rung, dtype, vec, device) -> None (canary passed) or the evidence
     STATE.broken            (rung, dtype, vec) -> why that code object cannot be used
     STATE.counters          path -> PathCounter (dispatch_stats())
     STATE.lasting           the torch fallback's PathCounters for the kill switch and "not a
                             ROCm device": one each for the life of the process (zeroed on
-                            reset), so the fast path holds their hit functions
+                            reset), so the compiled entry holds their hit functions
     STATE.reset()           back to a fresh process (tests); modules are forgotten, not unloaded
 
 Any change of the environment variables is seen at the next call (an operator
-can flip the kill switch in a running process) and drops every entry, so the
-fast path needs no other check.
+can flip the kill switch in a running process) and drops every entry, the compiled
+entry's included: it compares the raw values on every call and hands any change to the
+general path, which re-reads them here.
 """
 
 import itertools
@@ -88,6 +91,7 @@ NO_DEVICE = ("fallback", "not a ROCm device")
 class DispatchState:
     def __init__(self):
         self.lock = threading.RLock()
+        self.replay = None
         self.lasting = {DISABLED: PathCounter(), NO_DEVICE: PathCounter()}
         self.reset()
 
@@ -100,9 +104,6 @@ class DispatchState:
                 c.zero()
             self.counters = dict(self.lasting)
             self.entries = {}
-            if not hasattr(self, "fast"):
-                self.fast = {}  # cleared in place ever after: the fast path holds it
-            self.fast.clear()
             self.functions = {}
             self.modules = []
             self.verdicts = {}
@@ -120,7 +121,8 @@ class DispatchState:
             self.settings = s = Settings(env_raw())
             self.env = s.env
             self.entries.clear()
-            self.fast.clear()
+            if self.replay is not None:  # its entries, devices and the settings it compares with
+                self.replay.clear(s.env, s.disabled, ENTRIES_MAX)
             if s.bad_rung is not None:
                 self.warn_once(("env", s.bad_rung), f"ignoring {ENV_RUNG}={short(s.bad_rung)}: unknown rung; choose one of "
                            f"{', '.join(RUNGS)}",
@@ -157,8 +159,7 @@ class DispatchState:
     def add_entry(self, key, entry):
         with self.lock:
             if len(self.entries) >= ENTRIES_MAX:
-                self.entries.clear()
-                self.fast.clear()
+                self.entries.clear()  # (the compiled entry keeps its own bound)
             self.entries[key] = entry
 
     def key_lock(self, key):

@@ -1,0 +1,571 @@
+/* The compiled entry: relu(x, out, rung) replayed from what the Python general path decided.
+ *
+ * The general path (_dispatch.run) validates a call, chooses its path, plans it, loads the
+ * module, runs the canary and launches; for a single-launch kernel it then adds a ready entry
+ * here, keyed by (rung as asked, dtype, numel, x & 15, out & 15, device). A later call with the
+ * same key is served by serve() alone: it reads the tensors' memory description through torch's
+ * DLPack C exchange API (no Python attribute calls), checks what it can see there, finds the
+ * entry and makes one launch on the tensor's device and its current stream. What it cannot see
+ * (torch.func transforms, dispatch modes, tracing, neg bits, autograd, inference tensors,
+ * subclasses) was asked in Python before the call (_relu.relu). Anything else returns None: the
+ * general path takes the call and gives the same answer, result, error and count.
+ *
+ * Off the kernel path (CPU, CUDA, a ROCm device of another arch) it serves torch's fallback
+ * as the general path would (torch.relu, or torch.clamp_min into out) and counts it.
+ *
+ * CPython limited API 3.10 (one binary for 3.10-3.13), no library linked but libc; the HIP
+ * entry points are the runtime's that the Python side found loaded (_hip.py), passed in as
+ * addresses. Built by flash_relu_rocm/build.py, checked against its sha256 before it loads
+ * (_compiled_entry.py). Everything here runs with the GIL held; serve() never releases it.
+ */
+#define Py_LIMITED_API 0x030A0000
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ---- DLPack 1.x: the parts of dlpack.h used here (a stable C ABI) ---- */
+enum { kDLCPU = 1, kDLROCM = 10 };
+typedef struct { int32_t device_type, device_id; } DLDevice;
+typedef struct { uint8_t code, bits; uint16_t lanes; } DLDataType;
+typedef struct {
+    void *data;
+    DLDevice device;
+    int32_t ndim;
+    DLDataType dtype;
+    int64_t *shape, *strides; /* strides NULL: compact row-major */
+    uint64_t byte_offset;
+} DLTensor;
+typedef struct { uint32_t major, minor; } DLPackVersion;
+typedef struct {
+    DLPackVersion version;
+    void *prev_api;
+    void *managed_tensor_allocator, *managed_tensor_from_py_object_no_sync, *managed_tensor_to_py_object_no_sync;
+    int (*dltensor_from_py_object_no_sync)(void *py_object, DLTensor *out);
+    int (*current_work_stream)(int32_t device_type, int32_t device_id, void **out_stream);
+} DLPackExchangeAPI;
+
+/* ---- HIP: hip_runtime_api.h's HIP_LAUNCH_CONFIG (x86-64, as _launch.LaunchConfig) ---- */
+typedef struct {
+    unsigned gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
+    void *hStream, *attrs;
+    unsigned numAttrs;
+} LaunchConfig;
+_Static_assert(sizeof(LaunchConfig) == 56 && offsetof(LaunchConfig, hStream) == 32, "HIP_LAUNCH_CONFIG layout");
+typedef int (*LaunchKernel)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *,
+                            void **, void **);
+typedef int (*LaunchEx)(const LaunchConfig *, void *, void **, void **);
+typedef int (*GetDevice)(int *);
+typedef int (*SetDevice)(int);
+typedef int (*GetLastError)(void);
+
+/* ---- the table of ready entries ---- */
+typedef struct {
+    int64_t numel;  /* 0: empty slot (no entry has numel 0) */
+    int32_t device;
+    uint16_t dtype; /* DLDataType code << 8 | bits */
+    uint8_t rung;   /* 0: the default rung, i: the i-th rung name */
+    uint8_t align;  /* (x & 15) << 4 | (out & 15) */
+} Key;
+typedef struct {
+    Key key;
+    void *function;
+    LaunchConfig config; /* grid and block; hStream set per launch */
+    PyObject *hit;       /* its dispatch_stats() counter's hit() */
+    PyObject *what;      /* "rung v5, bfloat16": for the launch error */
+} Entry;
+
+#define SLOTS 8192 /* a power of two, twice the most entries _state.ENTRIES_MAX allows */
+#define DEVICES 64
+
+typedef struct {
+    int known, gfx950;
+    PyObject *arch_hit; /* its fallback counter when not a gfx950 */
+} Device;
+
+static Entry table[SLOTS];
+static int n_entries, entries_max; /* past entries_max (_state.ENTRIES_MAX) the table starts over */
+static Device devices[DEVICES];
+
+static const DLPackExchangeAPI *api;
+static LaunchKernel launch_kernel;
+static LaunchEx launch_ex; /* NULL: the runtime has no hipDrvLaunchKernelEx */
+static GetDevice get_device;
+static SetDevice set_device;
+static GetLastError get_last_error;
+
+/* The stand-in devices of the virtual gfx950 and the host-time benchmark: CPU tensors count as
+ * device memory, their device and stream asked from these (NULL: device 0, torch's CPU stream). */
+static int present_cpu;
+static int (*seam_device_of)(uint64_t pointer);
+static uint64_t (*seam_stream_of)(int device);
+
+static PyObject *env_data, *env_keys[3], *env_seen[3]; /* os.environ._data, the three keys, their values */
+static int disabled;                                    /* the kill switch, as the settings read it */
+static PyObject *rung_names;                            /* ("v1", ..., "v5") */
+static PyObject *torch_relu, *torch_clamp_min, *torch_empty_like, *zero;
+static PyObject *off_hit, *disabled_hit, *overlap_message;
+
+static uint64_t key_hash(const Key *k) {
+    uint64_t h = (uint64_t)k->numel * 0x9E3779B97F4A7C15ull;
+    h ^= ((uint64_t)k->device << 32 | (uint64_t)k->dtype << 16 | (uint64_t)k->rung << 8 | k->align) * 0xC2B2AE3D27D4EB4Full;
+    return h ^ (h >> 29);
+}
+
+static int key_equal(const Key *a, const Key *b) {
+    return a->numel == b->numel && a->device == b->device && a->dtype == b->dtype && a->rung == b->rung &&
+           a->align == b->align;
+}
+
+static Entry *find(const Key *k) {
+    for (uint64_t i = key_hash(k) & (SLOTS - 1);; i = (i + 1) & (SLOTS - 1)) {
+        Entry *e = &table[i];
+        if (e->key.numel == 0) return NULL;
+        if (key_equal(&e->key, k)) return e;
+    }
+}
+
+static void clear_table(void) {
+    for (int i = 0; i < SLOTS; i++) {
+        if (table[i].key.numel) {
+            Py_DecRef(table[i].hit);
+            Py_DecRef(table[i].what);
+        }
+    }
+    memset(table, 0, sizeof table);
+    n_entries = 0;
+}
+
+static void clear_devices(void) {
+    for (int i = 0; i < DEVICES; i++) Py_XDECREF(devices[i].arch_hit);
+    memset(devices, 0, sizeof devices);
+}
+
+/* ---- what serve() reads of a tensor ---- */
+static int dtype_key(DLDataType t) { return t.lanes == 1 ? t.code << 8 | t.bits : -1; }
+
+static int64_t numel_of(const DLTensor *t) {
+    int64_t n = 1;
+    for (int d = 0; d < t->ndim; d++) n *= t->shape[d];
+    return n;
+}
+
+/* torch's is_contiguous(): row-major strides, size-1 dimensions ignored, empty tensors contiguous. */
+static int contiguous(const DLTensor *t) {
+    if (t->strides == NULL || numel_of(t) == 0) return 1;
+    int64_t expected = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (t->shape[d] == 1) continue;
+        if (t->strides[d] != expected) return 0;
+        expected *= t->shape[d];
+    }
+    return 1;
+}
+
+static int same_shape(const DLTensor *a, const DLTensor *b) {
+    if (a->ndim != b->ndim) return 0;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d]) return 0;
+    return 1;
+}
+
+static uint64_t address(const DLTensor *t) { return (uint64_t)(uintptr_t)t->data + t->byte_offset; }
+
+/* dtypes the fallback hands to torch's relu here (_dispatch._TORCH_FAST): float16/32/64,
+ * bfloat16, uint8, int8/16/32/64; any other goes the general path. */
+static int plain_dtype(int dt) {
+    switch (dt) {
+    case 2 << 8 | 16: case 2 << 8 | 32: case 2 << 8 | 64: case 4 << 8 | 16: case 1 << 8 | 8:
+    case 0 << 8 | 8: case 0 << 8 | 16: case 0 << 8 | 32: case 0 << 8 | 64:
+        return 1;
+    }
+    return 0;
+}
+
+/* The rung as asked: 0 for None, i for the i-th name, -1 for anything else. */
+static int rung_index(PyObject *rung) {
+    if (rung == Py_None) return 0;
+    if (!PyUnicode_CheckExact(rung)) return -1;
+    Py_ssize_t n = PyTuple_Size(rung_names);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int c = PyUnicode_Compare(rung, PyTuple_GetItem(rung_names, i));
+        if (c == 0) return (int)i + 1;
+        if (c == -1 && PyErr_Occurred()) PyErr_Clear();
+    }
+    return -1;
+}
+
+/* The settings are those the general path read last: any change goes back to it (it re-reads
+ * them and clears this table). */
+static int env_current(void) {
+    for (int i = 0; i < 3; i++) {
+        PyObject *v = PyDict_GetItem(env_data, env_keys[i]); /* borrowed, NULL if unset */
+        if (v == env_seen[i]) continue;
+        if (v == NULL || env_seen[i] == NULL) return 0;
+        int eq = PyObject_RichCompareBool(v, env_seen[i], Py_EQ);
+        if (eq != 1) {
+            if (eq < 0) PyErr_Clear();
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static PyObject *count(PyObject *hit, PyObject *result) {
+    PyObject *r = PyObject_CallNoArgs(hit);
+    if (r == NULL) {
+        Py_DecRef(result);
+        return NULL;
+    }
+    Py_DecRef(r);
+    return result;
+}
+
+/* torch's kernel, as the general path's fallback runs it; None when torch refuses before writing
+ * (autograd, a partial overlap, mkldnn: RuntimeError), so the general path says why. */
+static PyObject *fallback(PyObject *x, PyObject *out, PyObject *hit) {
+    PyObject *r;
+    if (out == Py_None) {
+        r = PyObject_CallFunctionObjArgs(torch_relu, x, NULL);
+    } else {
+        PyObject *args = PyTuple_Pack(2, x, zero), *kw = PyDict_New();
+        if (args == NULL || kw == NULL || PyDict_SetItemString(kw, "out", out) < 0) {
+            Py_XDECREF(args);
+            Py_XDECREF(kw);
+            return NULL;
+        }
+        r = PyObject_Call(torch_clamp_min, args, kw);
+        Py_DecRef(args);
+        Py_DecRef(kw);
+        if (r != NULL) {
+            Py_DecRef(r);
+            Py_IncRef(out);
+            r = out;
+        }
+    }
+    if (r == NULL) {
+        if (out != Py_None && PyErr_ExceptionMatches(PyExc_RuntimeError)) {
+            PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+        return NULL;
+    }
+    return count(hit, r);
+}
+
+static int device_of(const DLTensor *t) {
+    if (present_cpu) return seam_device_of ? seam_device_of(address(t)) : 0;
+    return t->device.device_id;
+}
+
+static void *stream_of(int device) {
+    if (present_cpu && seam_stream_of) return (void *)(uintptr_t)seam_stream_of(device);
+    void *s = NULL;
+    if (api->current_work_stream(present_cpu ? kDLCPU : kDLROCM, device, &s) != 0) return (void *)-1;
+    return s;
+}
+
+static PyObject *hip_failed(const char *what, int err) {
+    get_last_error();
+    PyErr_Format(PyExc_RuntimeError, "relu_flydsl: %s failed with HIP error %d", what, err);
+    return NULL;
+}
+
+/* serve(x, out, rung): the result, or None where the general path must take the call. */
+static PyObject *serve(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "serve(x, out, rung)");
+        return NULL;
+    }
+    PyObject *x = args[0], *out = args[1];
+    if (!env_current()) Py_RETURN_NONE;
+    DLTensor xt, yt;
+    if (api->dltensor_from_py_object_no_sync(x, &xt) != 0) goto general; /* sparse, nested, ... */
+    int dt = dtype_key(xt.dtype);
+    if (out != Py_None) {
+        if (api->dltensor_from_py_object_no_sync(out, &yt) != 0) goto general;
+        if (dtype_key(yt.dtype) != dt || !same_shape(&xt, &yt) || !contiguous(&xt) || !contiguous(&yt))
+            goto general;
+    }
+    int rung = rung_index(args[2]);
+    if (rung < 0) goto general; /* the general path raises, or names why torch serves */
+    int rocm = present_cpu ? xt.device.device_type == kDLCPU : xt.device.device_type == kDLROCM;
+    if (!rocm) {
+        if (!plain_dtype(dt)) goto general;
+        if (out != Py_None && (yt.device.device_type != xt.device.device_type ||
+                               yt.device.device_id != xt.device.device_id))
+            goto general;
+        return fallback(x, out, disabled ? disabled_hit : off_hit);
+    }
+    int device = device_of(&xt);
+    if (device < 0 || device >= DEVICES || !devices[device].known) goto general;
+    if (!devices[device].gfx950) {
+        if (!plain_dtype(dt)) goto general;
+        if (out != Py_None && device_of(&yt) != device) goto general;
+        return fallback(x, out, disabled ? disabled_hit : devices[device].arch_hit);
+    }
+    if (disabled || dt < 0) goto general;
+    if (out == Py_None ? !contiguous(&xt) : device_of(&yt) != device) goto general;
+    int64_t numel = numel_of(&xt);
+    uint64_t xp = address(&xt), yp = out == Py_None ? 0 : address(&yt);
+    Key k = {numel, device, (uint16_t)dt, (uint8_t)rung, (uint8_t)((xp & 15) << 4 | (yp & 15))};
+    if (numel <= 0) goto general;
+    Entry *e = find(&k);
+    if (e == NULL) goto general;
+    if (out == Py_None) {
+        out = PyObject_CallFunctionObjArgs(torch_empty_like, x, NULL);
+        if (out == NULL) return NULL;
+        if (api->dltensor_from_py_object_no_sync(out, &yt) != 0) {
+            Py_DecRef(out);
+            return NULL;
+        }
+        yp = address(&yt);
+        if (yp & 15) { /* not the entry's alignment: the general path plans this one */
+            Py_DecRef(out);
+            goto general;
+        }
+    } else {
+        uint64_t nbytes = (uint64_t)numel * (xt.dtype.bits / 8);
+        if (xp != yp && xp < yp + nbytes && yp < xp + nbytes) { /* dense ranges overlap */
+            PyErr_SetObject(PyExc_ValueError, overlap_message);
+            return NULL;
+        }
+        Py_IncRef(out);
+    }
+    /* the kernarg segment (_launch.KERNARG): X ptr @0, X numel @8, Y ptr @16, Y numel @24 */
+    uint64_t kernarg[4] = {xp, (uint32_t)numel, yp, (uint32_t)numel};
+    void *params[4] = {&kernarg[0], &kernarg[1], &kernarg[2], &kernarg[3]};
+    void *stream = stream_of(device);
+    int current, err;
+    if (stream == (void *)-1) {
+        Py_DecRef(out);
+        return NULL; /* torch's stream query raised */
+    }
+    if ((err = get_device(&current)) != 0) {
+        Py_DecRef(out);
+        return hip_failed("hipGetDevice", err);
+    }
+    if (current != device && (err = set_device(device)) != 0) { /* kernels launch on the current device */
+        Py_DecRef(out);
+        return hip_failed("hipSetDevice", err);
+    }
+    if (stream == NULL && launch_ex != NULL) { /* the null stream: hipDrvLaunchKernelEx (_launch.py says why) */
+        err = launch_ex(&e->config, e->function, params, NULL);
+    } else {
+        err = launch_kernel(e->function, e->config.gridDimX, 1, 1, e->config.blockDimX, 1, 1, 0, stream, params, NULL);
+    }
+    if (err) get_last_error(); /* taken, so torch's next launch check does not see it */
+    if (current != device && set_device(current) != 0) get_last_error();
+    if (err) {
+        Py_DecRef(out);
+        PyErr_Format(PyExc_RuntimeError,
+                     "relu_flydsl: kernel launch failed with HIP error %d (%U, numel %lld); the output is not valid",
+                     err, e->what, (long long)numel);
+        return NULL;
+    }
+    return count(e->hit, out);
+general:
+    PyErr_Clear();
+    Py_RETURN_NONE;
+}
+
+/* ---- set-up, from _compiled_entry.py ---- */
+static void *address_arg(PyObject *o) { return o == Py_None ? NULL : PyLong_AsVoidPtr(o); }
+
+static void set_ref(PyObject **slot, PyObject *value) {
+    Py_XINCREF(value);
+    Py_XDECREF(*slot);
+    *slot = value;
+}
+
+/* init(api_capsule, env_data, env_keys, rung_names, relu, clamp_min, empty_like, off_hit,
+ *      disabled_hit, overlap_message) */
+static PyObject *init(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 10 || !PyTuple_Check(args[2]) || PyTuple_Size(args[2]) != 3) {
+        PyErr_SetString(PyExc_TypeError, "init() takes 10 arguments, the environment keys as a 3-tuple");
+        return NULL;
+    }
+    const DLPackExchangeAPI *a = PyCapsule_GetPointer(args[0], "dlpack_exchange_api");
+    if (a == NULL) return NULL;
+    if (a->version.major != 1 || a->dltensor_from_py_object_no_sync == NULL || a->current_work_stream == NULL) {
+        PyErr_Format(PyExc_RuntimeError, "torch's DLPack exchange API %u.%u lacks what the entry uses",
+                     a->version.major, a->version.minor);
+        return NULL;
+    }
+    api = a;
+    set_ref(&env_data, args[1]);
+    for (int i = 0; i < 3; i++) set_ref(&env_keys[i], PyTuple_GetItem(args[2], i));
+    set_ref(&rung_names, args[3]);
+    set_ref(&torch_relu, args[4]);
+    set_ref(&torch_clamp_min, args[5]);
+    set_ref(&torch_empty_like, args[6]);
+    set_ref(&off_hit, args[7]);
+    set_ref(&disabled_hit, args[8]);
+    set_ref(&overlap_message, args[9]);
+    if (zero == NULL) zero = PyLong_FromLong(0);
+    Py_RETURN_NONE;
+}
+
+/* hip(launch_kernel, launch_ex, get_device, set_device, get_last_error): the addresses of the
+ * loaded runtime's entry points (launch_ex None where it has no hipDrvLaunchKernelEx). */
+static PyObject *hip(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "hip() takes 5 addresses");
+        return NULL;
+    }
+    void *p[5];
+    for (int i = 0; i < 5; i++) p[i] = address_arg(args[i]);
+    if (PyErr_Occurred()) return NULL;
+    if (!p[0] || !p[2] || !p[3] || !p[4]) {
+        PyErr_SetString(PyExc_ValueError, "hip(): hipModuleLaunchKernel, hipGetDevice, hipSetDevice and "
+                                          "hipGetLastError are needed");
+        return NULL;
+    }
+    launch_kernel = (LaunchKernel)p[0];
+    launch_ex = (LaunchEx)p[1];
+    get_device = (GetDevice)p[2];
+    set_device = (SetDevice)p[3];
+    get_last_error = (GetLastError)p[4];
+    clear_table(); /* entries hold functions of the runtime they were loaded on */
+    clear_devices();
+    Py_RETURN_NONE;
+}
+
+/* clear(env, disabled, entries_max): the settings the general path read (env: the three raw
+ * values, None where unset) and the bound on entries; every entry and device dropped. */
+static PyObject *clear(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 3 || !PyTuple_Check(args[0]) || PyTuple_Size(args[0]) != 3) {
+        PyErr_SetString(PyExc_TypeError, "clear(env: 3-tuple, disabled, entries_max)");
+        return NULL;
+    }
+    long most = PyLong_AsLong(args[2]);
+    if (most < 1 || most > SLOTS / 2) {
+        if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "entries_max %ld not in 1..%d", most, SLOTS / 2);
+        return NULL;
+    }
+    entries_max = (int)most;
+    for (int i = 0; i < 3; i++) {
+        PyObject *v = PyTuple_GetItem(args[0], i);
+        set_ref(&env_seen[i], v == Py_None ? NULL : v);
+    }
+    disabled = PyObject_IsTrue(args[1]);
+    clear_table();
+    clear_devices();
+    Py_RETURN_NONE;
+}
+
+/* device(index, gfx950, arch_hit): what the general path learned of a device; returns the
+ * stream serve() would launch on there (the general path checks it against torch's). */
+static PyObject *device(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "device(index, gfx950, arch_hit)");
+        return NULL;
+    }
+    long index = PyLong_AsLong(args[0]);
+    if (index < 0 || index >= DEVICES) {
+        if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "device index %ld out of range", index);
+        return NULL;
+    }
+    int gfx950 = PyObject_IsTrue(args[1]);
+    if (gfx950 && launch_kernel == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "device(): no HIP runtime bound (hip() first)");
+        return NULL;
+    }
+    void *s = stream_of((int)index);
+    if (s == (void *)-1) return NULL;
+    devices[index].known = 1;
+    devices[index].gfx950 = gfx950;
+    set_ref(&devices[index].arch_hit, args[2]);
+    return PyLong_FromUnsignedLongLong((uint64_t)(uintptr_t)s);
+}
+
+/* add(rung, dtype_code, dtype_bits, numel, x_align, out_align, device, function, grid, block, hit, what) */
+static PyObject *add(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 12) {
+        PyErr_SetString(PyExc_TypeError, "add() takes 12 arguments");
+        return NULL;
+    }
+    long v[7];
+    for (int i = 0; i < 7; i++) v[i] = PyLong_AsLong(args[i]);
+    void *function = PyLong_AsVoidPtr(args[7]);
+    long grid = PyLong_AsLong(args[8]), block = PyLong_AsLong(args[9]);
+    if (PyErr_Occurred()) return NULL;
+    if (v[3] <= 0 || v[3] >= (1L << 31) || v[6] < 0 || v[6] >= DEVICES || !devices[v[6]].known || !function ||
+        grid <= 0 || block <= 0) {
+        PyErr_SetString(PyExc_ValueError, "add(): not a ready single-launch entry of a known device");
+        return NULL;
+    }
+    if (n_entries >= entries_max) clear_table();
+    Key k = {v[3], (int32_t)v[6], (uint16_t)(v[1] << 8 | v[2]), (uint8_t)v[0], (uint8_t)((v[4] & 15) << 4 | (v[5] & 15))};
+    Entry *e = find(&k);
+    if (e == NULL) {
+        uint64_t i = key_hash(&k) & (SLOTS - 1);
+        while (table[i].key.numel) i = (i + 1) & (SLOTS - 1);
+        e = &table[i];
+        n_entries++;
+    } else {
+        Py_DecRef(e->hit);
+        Py_DecRef(e->what);
+    }
+    e->key = k;
+    e->function = function;
+    memset(&e->config, 0, sizeof e->config);
+    e->config.gridDimX = (unsigned)grid;
+    e->config.gridDimY = e->config.gridDimZ = 1;
+    e->config.blockDimX = (unsigned)block;
+    e->config.blockDimY = e->config.blockDimZ = 1;
+    Py_IncRef(args[10]);
+    e->hit = args[10];
+    Py_IncRef(args[11]);
+    e->what = args[11];
+    Py_RETURN_NONE;
+}
+
+/* present_cpu(on, device_of, stream_of): CPU tensors as device memory (the virtual gfx950, the
+ * host-time benchmark); the two C functions' addresses, or None. */
+static PyObject *present(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "present_cpu(on, device_of, stream_of)");
+        return NULL;
+    }
+    int on = PyObject_IsTrue(args[0]);
+    void *d = address_arg(args[1]), *s = address_arg(args[2]);
+    if (PyErr_Occurred()) return NULL;
+    present_cpu = on;
+    seam_device_of = (int (*)(uint64_t))d;
+    seam_stream_of = (uint64_t(*)(int))s;
+    clear_table();
+    clear_devices();
+    Py_RETURN_NONE;
+}
+
+static PyObject *entries(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    return PyLong_FromLong(n_entries);
+}
+
+static PyMethodDef methods[] = {
+    {"serve", (PyCFunction)(void (*)(void))serve, METH_FASTCALL, "serve(x, out, rung) -> result or None"},
+    {"init", (PyCFunction)(void (*)(void))init, METH_FASTCALL, "bind torch's DLPack API and the fallback"},
+    {"hip", (PyCFunction)(void (*)(void))hip, METH_FASTCALL, "bind the HIP runtime's entry points"},
+    {"clear", (PyCFunction)(void (*)(void))clear, METH_FASTCALL, "clear(env, disabled, max): drop every entry"},
+    {"device", (PyCFunction)(void (*)(void))device, METH_FASTCALL, "device(index, gfx950, arch_hit) -> stream"},
+    {"add", (PyCFunction)(void (*)(void))add, METH_FASTCALL, "add a ready single-launch entry"},
+    {"present_cpu", (PyCFunction)(void (*)(void))present, METH_FASTCALL, "CPU tensors as device memory"},
+    {"entries", entries, METH_NOARGS, "how many entries are ready"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_relu_flydsl_entry", NULL, -1, methods,
+                                    NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__relu_flydsl_entry(void) { return PyModule_Create(&module); }

@@ -1,0 +1,216 @@
+"""The compiled entry (_compiled_entry.c): loading it, and what the general path tells it.
+
+    load()                  at import: the shipped binary, checked against its sha256 in the
+                            manifest, then imported (once; any failure leaves relu() on its
+                            Python path, which gives the same answers)
+    status()                {"loaded": True, "file", "sha256"} or {"loaded": False, "reason"}
+    learn(info)             the general path saw a ROCm device (arch, stream): tell the entry
+    add(entry, rung)        the general path launched a ready single-launch entry: replay it
+    present_cpu(...)        CPU tensors as device memory (the virtual gfx950, host benchmarks)
+
+Where it cannot load (not x86-64 Linux, a Python outside 3.10-3.13 or free-threaded, a
+torch without the DLPack C exchange API, a missing or damaged binary, RELU_FLYDSL_ENTRY=0)
+status() says why, and the first call that reaches the general path warns once with it.
+"""
+
+import hashlib
+import importlib.machinery
+import importlib.util
+import os
+import platform
+import sys
+
+import torch
+
+from . import _hip, _objects
+from ._inputs import OVERLAP
+from ._state import ENV_DATA, ENV_KEYS, STATE
+from ._state import DISABLED as _DISABLED
+from ._state import NO_DEVICE as _NO_DEVICE
+from .flash_relu_rocm.registry import RUNGS
+
+ENV_ENTRY = "RELU_FLYDSL_ENTRY"  # "0": never load the compiled entry (read at import)
+MODULE = "_relu_flydsl_entry"    # PyInit__relu_flydsl_entry in _compiled_entry.c
+ABI = "cp310-abi3"               # the CPython limited API it is built against
+PYTHONS = ((3, 10), (3, 13))     # the interpreters it is built and tested for
+RUNG_NAMES = tuple(RUNGS)        # the entry's rung index i is RUNG_NAMES[i - 1]; 0 is the default
+# DLPack (code, bits) of the dtypes the kernels serve (DLDataTypeCode: 0 int, 2 float, 4 bfloat)
+DL_DTYPES = {torch.float32: (2, 32), torch.float16: (2, 16), torch.bfloat16: (4, 16), torch.int8: (0, 8)}
+
+SERVE = None  # the entry's serve(x, out, rung) once loaded; relu() reads it
+_module = None
+_reason = "not loaded yet"
+_file = None
+_memfd = None  # kept open: its /proc path names this process's copy of the binary
+_hip_bound = False
+presenting = None  # the stand-in's callbacks while CPU tensors are presented (tools/vgpu/serve.py)
+
+
+def _why_not_here():
+    """Why this process cannot use the binary, or None."""
+    if os.environ.get(ENV_ENTRY, "").strip().lower() in ("0", "false", "no", "off"):
+        return f"disabled by {ENV_ENTRY}"
+    if sys.platform != "linux" or platform.machine() not in ("x86_64", "AMD64"):
+        return f"built for x86-64 Linux, not {sys.platform} {platform.machine()}"
+    if not PYTHONS[0] <= sys.version_info[:2] <= PYTHONS[1] or sys.implementation.name != "cpython":
+        return f"built for CPython {PYTHONS[0][0]}.{PYTHONS[0][1]}-{PYTHONS[1][0]}.{PYTHONS[1][1]}, not " \
+               f"{sys.implementation.name} {sys.version_info[0]}.{sys.version_info[1]}"
+    if getattr(sys, "_is_gil_enabled", lambda: True)() is False:
+        return "a free-threaded Python (the limited API binary needs the GIL)"
+    if ENV_DATA is None:
+        return "os.environ is not CPython's (no _data to read the settings from)"
+    if not hasattr(torch.Tensor, "__dlpack_c_exchange_api__"):
+        return f"torch {torch.__version__} has no DLPack C exchange API (Tensor.__dlpack_c_exchange_api__)"
+    if not hasattr(os, "memfd_create"):
+        return "no os.memfd_create"
+    return None
+
+
+def _verified_bytes():
+    """The binary's bytes, only if they match the manifest's sha256; (bytes, manifest entry)."""
+    try:
+        meta = _objects.manifest().get("entry")
+    except _objects.ObjectError as e:
+        raise ImportError(str(e)) from None
+    if not isinstance(meta, dict) or not meta.get("file") or not meta.get("sha256"):
+        raise ImportError(f"no compiled entry in {_objects.MANIFEST}; {_objects.BUILD_HINT}")
+    if meta.get("abi") != ABI:
+        raise ImportError(f"the compiled entry is built for {meta.get('abi')}, not {ABI}")
+    path = _objects.OBJECTS_DIR / str(meta["file"])
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise ImportError(f"{path.name} unreadable ({type(e).__name__}); {_objects.BUILD_HINT}") from None
+    if hashlib.sha256(data).hexdigest() != meta["sha256"]:
+        raise ImportError(f"{path.name} does not match its sha256 in {_objects.MANIFEST} (not loaded)")
+    return data, meta
+
+
+def _import(data: bytes):
+    """Import the verified bytes themselves: written to a memfd, loaded from its /proc path
+    (no window between the check and the load, and no file left behind)."""
+    global _memfd
+    fd = os.memfd_create(MODULE, 0)
+    try:
+        os.write(fd, data)
+        path = f"/proc/self/fd/{fd}"
+        loader = importlib.machinery.ExtensionFileLoader(MODULE, path)
+        spec = importlib.util.spec_from_file_location(MODULE, path, loader=loader)
+        module = importlib.util.module_from_spec(spec)
+        loader.exec_module(module)
+    except BaseException:
+        os.close(fd)
+        raise
+    _memfd = fd
+    return module
+
+
+def load():
+    """Load and initialise the compiled entry, or record why not. Returns status()."""
+    global _module, _reason, _file, SERVE
+    why = _why_not_here()
+    if why is None:
+        try:
+            data, meta = _verified_bytes()
+            module = _import(data)
+            module.init(torch.Tensor.__dlpack_c_exchange_api__, ENV_DATA, ENV_KEYS, RUNG_NAMES, torch.relu,
+                        torch.clamp_min, torch.empty_like, STATE.lasting[_NO_DEVICE].hit,
+                        STATE.lasting[_DISABLED].hit, OVERLAP)
+        except (ImportError, OSError, RuntimeError, TypeError, ValueError) as e:
+            why = f"{type(e).__name__}: {e}" if not isinstance(e, ImportError) else str(e)
+        else:
+            _module, _file = module, meta
+            STATE.replay = module
+            STATE.refresh()  # hands it the settings
+            SERVE = module.serve
+    _reason = why
+    _publish()
+    return status()
+
+
+def status() -> dict:
+    if _module is None:
+        return {"loaded": False, "reason": _reason}
+    return {"loaded": True, "file": _file["file"], "sha256": _file["sha256"]}
+
+
+def not_loaded():
+    """Why relu() runs without the compiled entry, or None when it has it."""
+    return None if _module is not None else _reason
+
+
+def _bind_hip():
+    """Hand the entry the loaded HIP runtime's entry points (once per process)."""
+    global _hip_bound
+    lib = _hip.lib()
+    address = _hip.address
+    _module.hip(address(lib.hipModuleLaunchKernel), address(getattr(lib, "hipDrvLaunchKernelEx", None)),
+                address(lib.hipGetDevice), address(lib.hipSetDevice), address(lib.hipGetLastError))
+    _hip_bound = True
+
+
+def learn(info, arch_reason: str):
+    """The general path saw device info.index (a ROCm device, or the stand-in's): tell the entry
+    whether it is a gfx950 and, where not, the counter of its fallback. The stream the entry
+    would launch on there must be torch's current stream, which device_info asked torch for:
+    if not, the entry is unloaded (a torch whose DLPack stream query disagrees)."""
+    gfx950 = info.arch == "gfx950"
+    if gfx950 and not _hip_bound:
+        _bind_hip()
+    hit = STATE.counter(("fallback", arch_reason)).hit
+    try:
+        stream = _module.device(info.index, gfx950, hit)
+    except Exception as e:  # noqa: BLE001 - whatever it is, the general path serves on
+        return unload(f"device({info.index}) raised {type(e).__name__}: {e}")
+    if stream != info.stream:
+        unload(f"the DLPack stream query gave {stream:#x} on device {info.index}, torch's current stream is "
+               f"{info.stream:#x}")
+
+
+def add(entry, rung):
+    """Replay a ready single-launch entry (_dispatch.Entry) of `rung` as asked (None: the default)."""
+    if rung is not None and (type(rung) is not str or rung not in RUNG_NAMES):
+        return  # asked by another spelling: the general path keeps serving it
+    p = entry.plan
+    code, bits = DL_DTYPES[getattr(torch, p.dtype)]
+    numel, x_align, y_align, device = entry.key[2:]
+    try:
+        _module.add(0 if rung is None else RUNG_NAMES.index(rung) + 1, code, bits, numel, x_align, y_align, device,
+                    entry.function.value, entry.grid, entry.block, entry.hit, f"rung {p.rung}, {p.dtype}")
+    except Exception as e:  # noqa: BLE001 - whatever it is, the general path serves on
+        unload(f"add() raised {type(e).__name__}: {e}")
+
+
+def unload(reason: str):
+    """Stop serving through the compiled entry (the general path serves everything), warning once."""
+    global SERVE, _module, _reason
+    if _module is None:
+        return
+    _module.clear((None, None, None), True, 1)
+    STATE.replay = None
+    _module, SERVE, _reason = None, None, reason
+    _publish()
+    STATE.warn_once(("entry", reason), f"the compiled entry is not used ({reason}); every call takes the Python "
+                    "path (same results, more host time)", fallback=False)
+
+
+def present_cpu(on: bool, device_of=None, stream_of=None):
+    """CPU tensors as device memory: device_of(pointer) -> device and stream_of(device) -> stream
+    are C function addresses (None: device 0, torch's CPU stream); off: back to real devices."""
+    if _module is not None:
+        _module.present_cpu(on, device_of, stream_of)
+
+
+def _publish():
+    from . import _relu
+
+    _relu._compiled = SERVE
+
+
+def use(on: bool):
+    """Serve through the compiled entry (on, where it loaded) or not: for the tests that run one
+    call both ways. Returns whether it serves now."""
+    global SERVE
+    SERVE = _module.serve if on and _module is not None else None
+    _publish()
+    return SERVE is not None
