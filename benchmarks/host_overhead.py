@@ -8,16 +8,21 @@
 
 CPU mode (default where torch sees no GPU). The kernel path runs for real up to the HIP
 library: the shipped code object is loaded with hipModuleLoadData and launched (on the null
-stream the fast path calls hipDrvLaunchKernelEx, elsewhere hipModuleLaunchKernel) on a no-op
-libamdhip64.so.7 (tools/noop_hip/) that accepts every call and runs nothing, so what is timed
-is exactly the host work of a call. Only the device
-query is not real: CPU torch has no GPU runtime, so the dispatcher's device_info() is
-replaced by a stub that presents CPU tensors as a gfx950 (stream 0). The real query's cost
-is modelled and measured apart: "device query (modelled)" runs its Python steps (the
-tensor checks, the arch cache, torch.cuda.current_device()'s initialisation check,
-DeviceInfo) with its two C calls into the GPU runtime stood in by trivial C calls, as in an
-initialised runtime: a lower bound of the real query. "relu(x, out=y) + modelled query" is
-relu() with that model as its device query. The GPU mode measures the real query.
+stream hipDrvLaunchKernelEx, elsewhere hipModuleLaunchKernel) on a no-op libamdhip64.so.7
+(tools/noop_hip/) that accepts every call and runs nothing, so what is timed is exactly the
+host work of a call. Repeated calls go through the compiled entry (_compiled_entry.c), which
+asks for the device itself: the tensor's DLPack device, torch's current-stream query
+(DLPackCurrentWorkStream) and hipGetDevice. CPU torch has no GPU, so the tensors are CPU
+tensors presented as device 0 (_compiled_entry.present_cpu): the stream query is torch's own
+function asked for the CPU device, hipGetDevice the no-op library's. That is the modelled
+query, the same C calls as on ROCm, and a lower bound of the real one (torch's ROCm stream
+lookup does a little more). The general path's first call asks the dispatcher's
+device_info(), replaced by a stub that presents CPU tensors as a gfx950 (stream 0); its
+Python model ("device query (modelled)": the real query's Python steps with its two C calls
+into the GPU runtime stood in by trivial ones) is timed apart, as what the Python path adds
+where the compiled entry cannot load. "relu(x, out=y), Python path" is relu() with the
+compiled entry switched off (_compiled_entry.use(False)): the path of a platform it cannot
+load on, with the stub query. The GPU mode measures the real query.
 
 GPU mode (--gpu; any CUDA or ROCm GPU torch sees): nothing is replaced. On a gfx950 the
 kernel path runs; elsewhere every relu() call is the torch fallback (dispatch_stats() says
@@ -38,6 +43,7 @@ ratios), never as a ratio of medians taken from different rounds:
   relu(x)                     allocating
   torch.relu(x)               allocating: relu(x)'s pair
   relu(x, out=y) 2-D          the same on a (1, 1) tensor
+  relu(x, out=y), Python path the same with the compiled entry off: CPU mode only
   launch()                    the package's launch function (_launch.launch: argument
                               packing, the ctypes call, the error check; on the null
                               stream hipDrvLaunchKernelEx): CPU/gfx950 only
@@ -45,8 +51,7 @@ ratios), never as a ratio of medians taken from different rounds:
                               (_launch.prepacked): CPU/gfx950 only
   floor (Ex)                  the same with hipDrvLaunchKernelEx, the fast path's launch on
                               the null stream (prepacked(ex=True)): CPU/gfx950 only
-  device query                CPU: the model above; GPU: the package's real device_info(x)
-  relu(x, out=y) + modelled query   CPU only, see above
+  device query                CPU: the Python model above; GPU: the package's real device_info(x)
 """
 
 import argparse
@@ -123,15 +128,16 @@ def cpu_setup(args, torch):
     hip = noop_hip.load()  # the process's libamdhip64 before the package binds one
 
     import relu_flydsl
-    from relu_flydsl import _dispatch, _launch, _objects
+    from relu_flydsl import _compiled_entry, _dispatch, _launch, _objects
     from relu_flydsl.flash_relu_rocm.registry import get_rung
 
-    missing = _objects.unavailable()
+    missing = _objects.unavailable() or _compiled_entry.not_loaded()
     if missing:
         sys.exit(f"host_overhead: {missing}. Build them: {BUILD_HINT}")
     stubbed = gfx950_stub(_dispatch)  # timed apart below
     modelled = modelled_device_query(torch, _dispatch.DeviceInfo)
     _dispatch.device_info = stubbed
+    _compiled_entry.present_cpu(True)  # device 0, torch's CPU stream query, the no-op hipGetDevice
 
     dtype = getattr(torch, args.dtype)
     x = torch.randn(1).to(dtype)
@@ -151,7 +157,7 @@ def cpu_setup(args, torch):
     floor = _launch.prepacked(function, rung.block, xp, yp, 1, 1, 0)
     floor_ex = _launch.prepacked(function, rung.block, xp, yp, 1, 1, 0, ex=True)
 
-    def relu_modelled():  # around_round() swaps the modelled query in for this row's batch
+    def relu_python():  # around_round() switches the compiled entry off for this row's batch
         relu(x, out=y, rung=r)
 
     methods = {
@@ -165,15 +171,15 @@ def cpu_setup(args, torch):
         "floor (Ex)": floor_ex,
         "device query (modelled)": lambda: modelled(x),
         "device query (stub)": lambda: stubbed(x),
-        "relu(x, out=y) + modelled query": relu_modelled,
+        "relu(x, out=y), Python path": relu_python,
     }
-    relu_rows = ("relu(x, out=y)", "relu(x)", "relu(x, out=y) 2-D", "relu(x, out=y) + modelled query")
+    relu_rows = ("relu(x, out=y)", "relu(x)", "relu(x, out=y) 2-D", "relu(x, out=y), Python path")
     launch_rows = relu_rows + ("launch()", "floor", "floor (Ex)")
 
-    def around_round(name):  # the modelled row swaps the query in for its whole batch
-        if name == "relu(x, out=y) + modelled query":
-            _dispatch.device_info = modelled
-            return lambda: setattr(_dispatch, "device_info", stubbed)
+    def around_round(name):  # the Python-path row runs its whole batch with the compiled entry off
+        if name == "relu(x, out=y), Python path":
+            _compiled_entry.use(False)
+            return lambda: _compiled_entry.use(True)
         return None
 
     launches_before = [hip.noop_hip_launch_count()]
@@ -195,7 +201,7 @@ def cpu_setup(args, torch):
 
     meta = {"mode": "cpu", "path": key, "device": "CPU, presented as gfx950; no-op libamdhip64 (tools/noop_hip)"}
     pairs = (("relu(x, out=y)", "torch.clamp_min(x, 0, out=y)"), ("relu(x)", "torch.relu(x)"),
-             ("relu(x, out=y) + modelled query", "torch.clamp_min(x, 0, out=y)"),
+             ("relu(x, out=y), Python path", "torch.clamp_min(x, 0, out=y)"),
              ("relu(x, out=y)", "floor (Ex)"), ("launch()", "floor (Ex)"))
     return methods, start, check, around_round, meta, pairs, None
 
@@ -339,12 +345,12 @@ def main(argv=None):
               f"(worst {worst:.2f})")
     else:
         query = median["device query (modelled)"] - median["device query (stub)"]
-        print(f"device query: modelled {median['device query (modelled)'] * 1e6:.2f} us per call against the "
-              f"stub's {median['device query (stub)'] * 1e6:.2f} us (+{query * 1e6:.2f} us; a lower bound of the "
-              "real query, which the --gpu mode measures)")
+        print(f"device query of the Python path: modelled {median['device query (modelled)'] * 1e6:.2f} us per call "
+              f"against the stub's {median['device query (stub)'] * 1e6:.2f} us (+{query * 1e6:.2f} us, not in the "
+              "Python-path row; the compiled entry's own query is in its rows)")
         own = median["relu(x, out=y)"] - median["floor (Ex)"]
-        print(f"relu(x, out=y) above its floor (Ex): {own * 1e6:.2f} us (validation, dispatch, packing, error check, "
-              "stats)")
+        print(f"relu(x, out=y) above its floor (Ex): {own * 1e6:.2f} us (the Python guard, the compiled entry's "
+              "checks, device query, lookup, packing, error check, stats)")
     doc = {**meta, "dtype": args.dtype, "rounds": rounds, "calls": calls,
            "command": ".venv/bin/python benchmarks/host_overhead.py " + " ".join(argv if argv is not None else sys.argv[1:]),
            "rows": {n: {"median_us": median[n] * 1e6, "min_us": min(t) * 1e6, "max_us": max(t) * 1e6}

@@ -1,7 +1,8 @@
-"""On CPU tensors (not a ROCm device) relu()'s fast path serves plain tensors with
-torch's kernel. It must answer every call exactly as the general path alone does:
-the same result (type, layout, values), or the same exception type and message with
-out untouched, and the same dispatch_stats() reason, for every input kind of
+"""On CPU tensors (not a ROCm device) the compiled entry (_compiled_entry.c) serves plain
+tensors with torch's kernel. It must answer every call exactly as the general path alone
+does, the compiled entry switched off (_compiled_entry.use(False), the package where the
+binary cannot load): the same result (type, layout, values), or the same exception type and
+message with out untouched, and the same dispatch_stats() reason, for every input kind of
 tests/cpu/test_torch_compat.py, every bad input, and with the kill switch set.
 """
 
@@ -14,20 +15,26 @@ import torch
 
 import relu_flydsl
 import test_torch_compat as C
-from relu_flydsl import _relu
+from relu_flydsl import _compiled_entry, _relu
 
 warnings.filterwarnings("ignore", message=".*(sparse|nested|quantiz|TypedStorage).*")
 
 
+@pytest.fixture(autouse=True)
+def _compiled_entry_loaded():
+    """Both sides exist: the comparison would be vacuous without the compiled entry."""
+    status = _compiled_entry.status()
+    assert status["loaded"], f"the compiled entry did not load: {status['reason']} (test.sh builds it)"
+
+
 @contextlib.contextmanager
 def _general_path_only():
-    """relu() with its fast path serving nothing: the general path answers every call."""
-    fast = _relu._fast
-    _relu._fast = lambda x, out, rung: None
+    """relu() without the compiled entry: the general path answers every call."""
+    assert _compiled_entry.use(False) is False
     try:
         yield
     finally:
-        _relu._fast = fast
+        assert _compiled_entry.use(True)
 
 
 def _answer(call):
@@ -141,7 +148,7 @@ def test_plain_calls_get_the_general_paths_result(form, dtype):
     assert stats == {"fallback/not a ROCm device": 1}, stats
 
 
-def test_the_fast_path_serves_plain_cpu_calls(monkeypatch):
+def test_the_compiled_entry_serves_plain_cpu_calls(monkeypatch):
     """Not vacuous: plain calls never enter the general path's validation (a wrong
     guard that left everything to the general path would pass the tests above)."""
     entered = []

@@ -22,13 +22,11 @@ All mutable dispatch state lives in _state.STATE; _launch keeps its own per-thre
 argument buffers and launch configs, which decide nothing.
 """
 
-import os
 from typing import NamedTuple, Optional
 
 import torch
 
 from . import _canary, _compiled_entry, _hip, _inputs, _launch, _objects
-from ._inputs import OVERLAP
 from ._state import ENV_CANARY, ENV_DISABLE, ENV_RUNG, STATE
 from ._state import DISABLED as _DISABLED
 from ._state import NO_DEVICE as _NO_DEVICE
