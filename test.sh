@@ -2,6 +2,8 @@
 # The whole test suite, set-up included: bash test.sh [extra pytest args]
 # Runs in the project's .venv (tools/setup.sh makes it; PYTHON=... picks its base interpreter).
 # Without a gfx950 GPU the hardware tests are reported as skipped, with the reason.
+# The order is random (pytest-randomly; the header prints "Using --randomly-seed=N"):
+#   bash test.sh -p randomly --randomly-seed=N   replays that order; -p no:randomly: file order.
 set -euo pipefail
 cd "$(dirname "$0")"
 bash tools/setup.sh

@@ -330,6 +330,23 @@ DISPATCH_MUTANTS = (
        _D, "fast", "if x.is_neg():\n    return None", "pass", "new_out_on_the_hot_path"),
     _m("fast-miss-to-torch", "fast path: a gfx950 call without a ready entry served by torch (no first use)",
        _D, "fast", "dev is not None and dev.arch == SUPPORTED_ARCH", "False", "new_out_on_the_hot_path"),
+    # code objects the runtime must not trust, relu(x)'s fresh output, a runtime without
+    # hipDrvLaunchKernelEx (tests/vgpu/test_objects_and_runtime.py)
+    _m("sha256-missing-unchecked", "code objects: an entry with no or an empty sha256 loaded unchecked",
+       _O, "read_verified", "hashlib.sha256(data).hexdigest() != e.get('sha256')",
+       "e.get('sha256') and hashlib.sha256(data).hexdigest() != e.get('sha256')", "entry_without_sha256"),
+    _m("sha256-mismatch-forgotten", "code objects: a sha256 mismatch not remembered (a repaired file loads)",
+       _O, "function", "STATE.broken[bkey] = str(e)", "pass", "sha256_mismatch_is_remembered"),
+    _m("manifest-any-arch", "code objects: a manifest for another arch accepted",
+       _O, "_read_manifest", "manifest.get('arch') != ARCH", "False", "manifest_for_another_arch"),
+    _m("kernarg-size-unchecked", "code objects: an entry's kernarg_size not compared with the runtime's 28 bytes",
+       _O, "entry", "e.get('kernarg_size') != KERNARG.size", "False", "kernel_arguments_not_the_runtimes"),
+    _m("kernarg-fifth-argument-accepted", "code objects: an entry with a fifth kernel argument accepted",
+       _O, "entry", "args != KERNARG_LAYOUT", "args[:4] != KERNARG_LAYOUT", "kernel_arguments_not_the_runtimes"),
+    _m("fresh-out-alignment-unchecked", "fast path: relu(x) launches the aligned entry into a misaligned empty_like",
+       _D, "fast", "if yp & 15:\n    return run(x, out, rung, dev)", "pass", "fresh_out_misaligned"),
+    _m("launch-ex-assumed", "launch: the null stream takes hipDrvLaunchKernelEx even where the runtime lacks it",
+       _L, "prepare", "stream == 0 and launch_ex is not None", "stream == 0", "null_stream_without_launch_ex"),
 )
 ALL_MUTANTS = MUTANTS + DISPATCH_MUTANTS
 UNMUTATED = Mutant("unmutated", "the copy as it is", ())
@@ -508,12 +525,14 @@ def run_mutant(dev, pkg, mutant: Mutant) -> Result:
 
 
 def scenarios() -> dict:
-    """name -> scenario: tests/vgpu/test_hot_path.py's and test_fast_fallback.py's."""
+    """name -> scenario: tests/vgpu/test_hot_path.py's, test_fast_fallback.py's and test_objects_and_runtime.py's."""
     import test_fast_fallback as F
     import test_hot_path as H
+    import test_objects_and_runtime as O
 
-    assert not set(H.SCENARIOS) & set(F.SCENARIOS), "scenario names must be unique"
-    return {**H.SCENARIOS, **F.SCENARIOS}
+    names = [*H.SCENARIOS, *F.SCENARIOS, *O.SCENARIOS]
+    assert len(set(names)) == len(names), "scenario names must be unique"
+    return {**H.SCENARIOS, **F.SCENARIOS, **O.SCENARIOS}
 
 
 def run_scenarios(dev, pkg, mutant: Mutant, names, first_only=True) -> Result:
@@ -744,6 +763,21 @@ CHECK_MUTANTS = (
     CheckMutant("value-nan-dropped-ok", "relu_semantics: NaNs turned into numbers accepted",
                 _RS, "value_failures", "lost = int((xn & ~on).sum())", "lost = 0",
                 ("test_ladder", "test_value_check_refuses_wrong_baselines", {"bad": "@_nan_dropped", "expect": "did not give NaN", "dtype": "float32"})),
+    # the canary's judge: bits, the sign of zero included (-0.0 where +0.0 is due is wrong)
+    CheckMutant("canary-judge-zero-sign-or", "canary: an output zero of either sign accepted where one is due",
+                _C, "Canary.judge", "out != expect", "(out != expect) & ((out | expect) != torch.iinfo(out.dtype).min)",
+                ("test_canary_zero_sign", "test_negative_zero_for_negative_inputs_fails_the_canary",
+                 {"dtype": "@torch.float32", "key": "v5/float32/x4", "hexdigits": 8})),
+    # verify_digest's pin: the whole fingerprint
+    CheckMutant("verify-pin-prefix", "verify_digest: expected= compared as a prefix of the fingerprint",
+                "torch-ext/relu_flydsl/_verify.py", "verify_digest", "fingerprint != expected",
+                "not fingerprint.startswith(expected)", ("test_verify_pin", "test_a_pin_is_the_whole_fingerprint", {})),
+    # _hip: a miss is not remembered (a runtime loaded later is found)
+    CheckMutant("hip-miss-remembered", "_hip: no HIP runtime found once is taken as none for good",
+                _H, "_bind", "lib = _find_loaded()\nif lib is None:\n    raise HipUnavailable(MISSING)",
+                "lib = None if getattr(_bind, 'missed', False) else _find_loaded()\nif lib is None:\n"
+                "    _bind.missed = True\n    raise HipUnavailable(MISSING)",
+                ("test_hip_lookup", "test_a_runtime_loaded_after_a_miss_is_found", {})),
 )
 CHECK_BY_NAME = {m.name: m for m in CHECK_MUTANTS}
 assert len(CHECK_BY_NAME) == len(CHECK_MUTANTS) and not set(CHECK_BY_NAME) & set(BY_NAME), "mutant names must be unique"
