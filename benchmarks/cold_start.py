@@ -51,7 +51,8 @@ t_torch = time.perf_counter()
 import relu_flydsl
 from relu_flydsl import _dispatch
 t_import = time.perf_counter()
-_dispatch.device_info = lambda t: _dispatch.DeviceInfo("gfx950", 0)
+from vgpu.serve import present_cpu_as
+present_cpu_as(relu_flydsl)  # CPU tensors as a gfx950, for both device hooks
 x = torch.randn({numel}).to(getattr(torch, {dtype!r})); y = torch.empty_like(x)
 with warnings.catch_warnings(record=True) as w:
     warnings.simplefilter("always")

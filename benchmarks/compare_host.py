@@ -97,7 +97,9 @@ def extract(rev: str, dest: Path) -> str:
 def fast_path_ready(pkg) -> bool:
     """One relu(x, out=y) entry is ready for `pkg`'s fast path."""
     d = pkg._dispatch
-    if hasattr(d, "STATE"):  # prebuilt code objects: entries in STATE.fast
+    if hasattr(d, "STATE") and hasattr(d.STATE, "replay"):  # the compiled entry's entries
+        return d.STATE.replay is not None and d.STATE.replay.entries() == 1
+    if hasattr(d, "STATE"):  # prebuilt code objects, the Python fast path: entries in STATE.fast
         return len(d.STATE.fast) == 1
     entries = getattr(d, "_fast", {})  # FlyDSL releases: the entry's direct launch is set
     return len(entries) == 1 and all(e.direct for e in entries.values())
@@ -149,7 +151,12 @@ def main(argv=None):
 
 def run(args, rev, torch, hip, new, old):
     for pkg in (new, old):  # CPU tensors presented as a gfx950 on --stream, as host_overhead.py does
-        pkg._dispatch.device_info = gfx950_stub(pkg._dispatch, args.stream)
+        if hasattr(pkg, "_compiled_entry"):
+            from vgpu.serve import present_cpu_as
+
+            present_cpu_as(pkg, stream=args.stream)  # both device hooks
+        else:
+            pkg._dispatch.device_info = gfx950_stub(pkg._dispatch, args.stream)
     x = torch.randn(1).to(getattr(torch, args.dtype))
     y = torch.empty_like(x)
     new_relu, old_relu = new.relu, old.relu

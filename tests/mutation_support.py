@@ -31,6 +31,7 @@ from pathlib import Path
 
 import torch
 
+import c_anchor
 import vgpu_support as S
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -137,8 +138,12 @@ def ast_patch(text: str, qualname: str, old: str, new: str, where: str = "", cou
 
 def apply_patch(path: Path, patch):
     """A patch is (file, qualname, old snippet, new snippet[, count]): anchored
-    by syntax tree inside a named function (ast_patch), never by text."""
+    by syntax tree inside a named function (ast_patch), never by text; in a C
+    file (the compiled entry) by function and tokens (c_anchor.c_patch)."""
     qualname, old, new, *count = patch[1:]
+    if path.suffix == ".c":
+        path.write_text(c_anchor.c_patch(path.read_text(), qualname, old, new, *count))
+        return
     path.write_text(ast_patch(path.read_text(), qualname, old, new, path.name, *count))
 
 
@@ -187,19 +192,13 @@ def _m(name, why, rel, qualname, old, new, kill, count=1):
 
 
 _D, _L, _O, _S, _P = "_dispatch.py", "_launch.py", "_objects.py", "_state.py", "flash_relu_rocm/plan.py"
-# the fast path's launch (twice: its device current, and switched to)
-_FAST_LAUNCH = "_launch_one(entry.function, entry.grid, entry.block, entry.config, xp, yp, numel, dev.stream)"
-_FAST_KEY = "(rung, dt, numel, xp & 15, yp & 15, dev.index)"  # the fast path's entry key
-# the fast path's checks of out= (kernel and torch fallback alike)
-_FAST_OUT = ("out.dtype is dt and x.is_contiguous() and out.is_contiguous() and not out.is_inference() "
-             "and x.shape == out.shape")
-_FAST_NEW = "x.requires_grad or x.layout is not _strided or x.is_nested"  # ... and of relu(x)
-_FAST_TORCH = "try:\n    _clamp_min(x, 0, out=out)\nexcept RuntimeError:\n    return None"
+_E, _G = "_compiled_entry.c", "_relu.py"  # the compiled entry (C, c_anchor.c_patch) and relu()'s guard
+_KERNARG = "uint64_t kernarg[4] = {xp, (uint32_t)numel, yp, (uint32_t)numel};"
 DISPATCH_MUTANTS = (
-    _m("hot-overlap-in-elements", "fast path: overlap computed in elements, not bytes",
-       _D, "fast", "nbytes = numel * entry.esize", "nbytes = numel", "overlap_in_bytes"),
-    _m("hot-no-device-switch", "fast path: launches for a tensor not on the current device without switching there",
-       _D, "fast", "dev.current", "True", "other_device"),
+    _m("hot-overlap-in-elements", "compiled entry: overlap computed in elements, not bytes",
+       _E, "serve", "(uint64_t)numel * (xt.dtype.bits / 8)", "(uint64_t)numel", "overlap_in_bytes"),
+    _m("hot-no-device-switch", "compiled entry: launches for a tensor not on the current device without switching there",
+       _E, "serve", "current != device && (err = set_device(device)) != 0", "0", "other_device"),
     _m("split-error-untaken", "launch_all: only the last launch's error of a split kept",
        _L, "launch_all", "error = error or failed", "error = failed", "split_launch_fails_in_the_middle"),
     _m("dense-out-accepted", "dispatcher: a dense non-contiguous out takes the kernel when x is contiguous",
@@ -207,45 +206,43 @@ DISPATCH_MUTANTS = (
        "dense_noncontiguous_out"),
     _m("plan-x-alignment-only", "planner: the vector width checks x's alignment, not out's",
        _P, "plan", _PLAN_VEC, "pick_vec(numel, dtype, rung.max_vec(dtype), x_addr)", "misaligned_out"),
-    _m("hot-out-layout-unchecked", "fast path: out's contiguity not checked",
-       _D, "fast", "out.is_contiguous()", "True", "dense_noncontiguous_out"),
-    _m("hot-x-layout-unchecked", "fast path: x's contiguity not checked",
-       _D, "fast", _FAST_OUT, _FAST_OUT.replace(" and x.is_contiguous()", ""), "dense_noncontiguous_x"),
-    _m("hot-key-x-alignment-twice", "fast path: entry looked up with x's alignment for out too",
-       _D, "fast", _FAST_KEY, _FAST_KEY.replace("yp & 15", "xp & 15"), "misaligned_out"),
+    _m("hot-out-layout-unchecked", "compiled entry: out's contiguity not checked",
+       _E, "serve", "|| !contiguous(&yt)", "", "dense_noncontiguous_out"),
+    _m("hot-x-layout-unchecked", "compiled entry: x's contiguity not checked with out=",
+       _E, "serve", "|| !contiguous(&xt) ||", "||", "dense_noncontiguous_x"),
+    _m("hot-key-x-alignment-twice", "compiled entry: entry looked up with x's alignment for out too",
+       _E, "serve", "(xp & 15) << 4 | (yp & 15)", "(xp & 15) << 4 | (xp & 15)", "misaligned_out"),
     _m("entry-key-x-alignment-twice", "dispatcher: entries keyed with x's alignment for out too",
        _D, "_entry", "y_addr & 15", "x_addr & 15", "misaligned_out"),
-    _m("hot-dtype-unchecked", "fast path: out's dtype not compared with x's",
-       _D, "fast", "out.dtype is dt", "True", "hostile_out_on_the_hot_path"),
-    _m("hot-shape-unchecked", "fast path: shapes not compared (same numel passes)",
-       _D, "fast", "x.shape == out.shape", "True", "hostile_out_on_the_hot_path"),
-    _m("hot-grad-unchecked", "fast path: x requiring grad with out= not refused",
-       _D, "fast", "not x.requires_grad", "True", "hostile_out_on_the_hot_path"),
-    # one read serves both branches (kernel and torch fallback): one mutant, one scenario
-    _m("hot-env-unread", "fast path: kill switch / forced rung not re-read",
-       _D, "fast", "(_env_get(_ENV_K0), _env_get(_ENV_K1), _env_get(_ENV_K2)) != s.env", "False",
-       "kill_switch_on_the_hot_path"),
-    _m("hot-error-swallowed", "fast path: launch error returned but not raised",
-       _D, "fast", "_launch_failed(error, entry.plan, numel)", "pass", "hot_failed_launch"),
-    _m("hot-pointers-swapped", "fast path: x and out passed in the wrong order",
-       _D, "fast", _FAST_LAUNCH, _FAST_LAUNCH.replace("xp, yp", "yp, xp"), "overlap_in_bytes", count=2),
-    _m("hot-default-stream", "fast path: launches on stream 0, not torch's current stream",
-       _D, "fast", "dev.stream", "0", "overlap_in_bytes", count=2),
+    _m("hot-dtype-unchecked", "compiled entry: out's dtype not compared with x's",
+       _E, "serve", "dtype_key(yt.dtype) != dt ||", "", "hostile_out_on_the_hot_path"),
+    _m("hot-shape-unchecked", "compiled entry: shapes not compared (same numel passes)",
+       _E, "serve", "!same_shape(&xt, &yt) ||", "", "hostile_out_on_the_hot_path"),
+    Mutant("hot-grad-unchecked", "guard: x requiring grad handed to the compiled entry",
+           ((_G, "relu", "not x.requires_grad", "True"),), ("hostile_out_on_the_hot_path", "new_out_on_the_hot_path")),
+    _m("hot-env-unread", "compiled entry: kill switch / forced rung not re-read",
+       _E, "serve", "if (!env_current()) Py_RETURN_NONE;", "", "kill_switch_on_the_hot_path"),
+    _m("hot-error-swallowed", "compiled entry: launch error returned but not raised",
+       _E, "serve", "if (err) {", "if (0) {", "hot_failed_launch"),
+    _m("hot-pointers-swapped", "compiled entry: x and out passed in the wrong order",
+       _E, "serve", _KERNARG, _KERNARG.replace("{xp, (uint32_t)numel, yp", "{yp, (uint32_t)numel, xp"),
+       "overlap_in_bytes"),
+    _m("hot-default-stream", "compiled entry: launches on stream 0, not torch's current stream",
+       _E, "serve", "void *stream = stream_of(device);", "void *stream = NULL;", "overlap_in_bytes"),
     _m("dispatch-default-stream", "first call: launches on stream 0, not the tensor's device's current stream",
        _D, "_launch_entry", "info.stream", "0", "overlap_in_bytes"),
-    _m("hot-uncounted", "fast path: dispatch_stats() not counted",
-       _D, "fast", "entry.hit()", "pass", "overlap_in_bytes"),
+    _m("hot-uncounted", "compiled entry: dispatch_stats() not counted",
+       _E, "serve", "return count(e->hit, out);", "return out;", "overlap_in_bytes"),
     _m("launch-return-code-dropped", "launch(): hipModuleLaunchKernel's return code dropped",
        _L, "launch", "return err", "return 0", "first_launch_fails"),
     _m("launch-error-left-pending", "launch(): a failed launch's error not taken (hipGetLastError)",
        _L, "launch", "_hip.clear_last_error()", "pass", "first_launch_fails"),
     _m("launch-config-grid-dropped", "launch_all: the null stream's launch config made for one block",
        _L, "launch_all", "config(chunk.grid, block)", "config(1, block)", "null_stream"),
-    _m("entry-config-grid-dropped", "fast path: an entry's null-stream launch config made for one block",
-       _D, "Entry.__init__", "_launch.null_stream_config(self.grid, self.block)",
-       "_launch.null_stream_config(1, self.block)", "null_stream"),
-    _m("hot-ex-on-any-stream", "fast path: hipDrvLaunchKernelEx's null-stream config used for every stream",
-       _L, "prepare", "stream == 0 and launch_ex is not None", "launch_ex is not None", "overlap_in_bytes"),
+    _m("entry-config-grid-dropped", "compiled entry: an entry's launch made for one block",
+       _E, "add", "e->config.gridDimX = (unsigned)grid;", "e->config.gridDimX = 1;", "null_stream"),
+    _m("hot-ex-on-any-stream", "compiled entry: hipDrvLaunchKernelEx (null stream) used for every stream",
+       _E, "serve", "stream == NULL && launch_ex != NULL", "launch_ex != NULL", "overlap_in_bytes"),
     _m("launch-error-unraised", "dispatcher: a launch error not raised",
        _D, "_launch_entry", "_launch_failed(error, p, sum(c.numel for c in p.launches))", "pass",
        "first_launch_fails"),
@@ -253,8 +250,8 @@ DISPATCH_MUTANTS = (
        _L, "launch_all", "chunk.start * esize", "chunk.start", "split_launch_fails_in_the_middle"),
     _m("split-entry-on-hot-path", "dispatcher: split plans handed to the fast path (single-launch only)",
        _D, "run", "entry.single", "True", "split_launch_fails_in_the_middle"),
-    _m("hot-key-without-device", "fast path: entries looked up without the tensor's device",
-       _D, "fast", _FAST_KEY, "rung, dt, numel, xp & 15, yp & 15, 0", "other_device"),
+    _m("hot-key-without-device", "compiled entry: entries looked up without the tensor's device",
+       _E, "serve", "Key k = {numel, device,", "Key k = {numel, 0,", "other_device"),
     _m("entry-key-without-device", "dispatcher: entries keyed without the device",
        _D, "_entry", "(rung, torch_dtype, numel, x_addr & 15, y_addr & 15, device)",
        "rung, torch_dtype, numel, x_addr & 15, y_addr & 15, 0", "other_device"),
@@ -263,75 +260,65 @@ DISPATCH_MUTANTS = (
     _m("load-on-current-device", "first use: module loaded on the current device, not the tensor's",
        _D, "_ready", "_on_device(device, info.current, _objects.function, rung, dtype, vec, device)",
        "_on_device(device, True, _objects.function, rung, dtype, vec, device)", "other_device"),
-    _m("hot-in-place-refused", "fast path: out=x counted as an overlap",
-       _D, "fast", "xp != yp and xp < yp + nbytes and yp < xp + nbytes", "xp < yp + nbytes and yp < xp + nbytes",
-       "in_place"),
-    _m("hot-overlap-adjacent", "fast path: overlap test off by one (adjacent buffers refused)",
-       _D, "fast", "yp < xp + nbytes", "yp <= xp + nbytes", "overlap_in_bytes"),
-    _m("unready-entry-on-hot-path", "dispatcher: entries handed to the fast path before their kernel is ready",
-       _D, "_entry", "STATE.add_entry(key, entry)", "STATE.add_entry(key, entry)\nSTATE.fast[key] = entry",
-       "corrupt_object"),
+    _m("hot-in-place-refused", "compiled entry: out=x counted as an overlap",
+       _E, "serve", "xp != yp && xp < yp + nbytes", "xp < yp + nbytes", "in_place"),
+    _m("hot-overlap-adjacent", "compiled entry: overlap test off by one (adjacent buffers refused)",
+       _E, "serve", "yp < xp + nbytes", "yp <= xp + nbytes", "overlap_in_bytes"),
     _m("sha256-unchecked", "code objects loaded without their sha256 check",
        _O, "read_verified", "hashlib.sha256(data).hexdigest() != e.get('sha256')", "False", "corrupt_object"),
-    _m("hot-out-grad-unchecked", "fast path: out requiring grad not refused",
-       _D, "fast", "not out.requires_grad", "True", "hostile_out_on_the_hot_path"),
-    _m("hot-any-arch", "fast path: serves any arch from a gfx950 entry",
-       _D, "fast", "dev is None or dev.arch != SUPPORTED_ARCH", "dev is None", "other_arch"),
+    _m("hot-out-grad-unchecked", "guard: out requiring grad handed to the compiled entry",
+       _G, "relu", "out.requires_grad", "False", "hostile_out_on_the_hot_path"),
+    _m("hot-any-arch", "compiled entry: serves any arch from a gfx950 entry",
+       _E, "serve", "if (!devices[device].gfx950) {", "if (0) {", "other_arch"),
     _m("dispatch-any-arch", "dispatcher: the arch not checked",
        _D, "fallback_reason", "info.arch != SUPPORTED_ARCH", "False", "other_arch_general_path"),
     _m("dispatch-kill-switch-ignored", "dispatcher: RELU_FLYDSL_DISABLE not honoured",
        _D, "fallback_reason", "STATE.current().disabled", "False", "kill_switch_on_the_hot_path"),
-    _m("fast-unbounded", "state: the entry bound clears the entries but not the fast path's",
-       _S, "DispatchState.add_entry", "self.fast.clear()", "pass", "entries_bounded"),
+    _m("fast-unbounded", "compiled entry: its table not bounded by the state's ENTRIES_MAX",
+       _E, "add", "if (n_entries >= entries_max) clear_table();", "", "entries_bounded"),
     _m("plan-buffer-limit-in-elements", "planner: the descriptor's byte limit compared with elements",
        _P, "fits_one_launch",
        "ok and numel * esize <= limits.max_buffer_bytes and (last_index + vec) * esize - 1 <= limits.max_buffer_bytes",
        "ok and numel <= limits.max_buffer_bytes and (last_index + vec) - 1 <= limits.max_buffer_bytes",
        "buffer_split_by_bytes"),
     # the fast path off gfx950 (the torch fallback) and for relu(x) (tests/vgpu/test_fast_fallback.py)
-    _m("fallback-uncounted", "fast fallback: the call not counted in dispatch_stats()",
-       _D, "fast", "_off()", "pass", "fallback_served_by_the_fast_path"),
-    _m("fallback-not-fast", "fast fallback: every call left to the general path (its validation again)",
-       _D, "fast", "entry = None", "return None", "fallback_served_by_the_fast_path"),
-    _m("fallback-kill-switch-skipped", "fast fallback: the kill switch not counted first",
-       _D, "fast", "s.settings.disabled", "False", "fallback_kill_switch"),
+    _m("fallback-uncounted", "compiled entry: its torch fallback not counted in dispatch_stats()",
+       _E, "fallback", "return count(hit, r);", "return r;", "fallback_served_by_the_fast_path"),
+    _m("fallback-not-fast", "compiled entry: every call off a ROCm device left to the general path",
+       _E, "serve", "return fallback(x, out, disabled ? disabled_hit : off_hit);", "goto general;",
+       "fallback_served_by_the_fast_path"),
+    _m("fallback-kill-switch-skipped", "compiled entry: the kill switch not counted first",
+       _E, "serve", "disabled ? disabled_hit : off_hit", "off_hit", "fallback_kill_switch"),
     _m("torch-input-uncounted", "dispatcher: an input only torch serves (sparse, nested, ...) not counted",
        _D, "torch_input", "STATE.record(('fallback', _inputs.why_torch(x, out) or 'torch input'))", "pass",
        "fallback_leaves_torch_inputs_to_the_general_path"),
-    _m("fallback-arch-reason-lost", "fast fallback: another arch counted as no ROCm device",
-       _D, "fast", "s.record(('fallback', _ARCH_REASON.format(dev.arch)))", "_off()", "fallback_kill_switch"),
-    _m("fast-accepts-subclass", "fast path: a tensor subclass x taken as a plain tensor",
-       _D, "fast", "type(x) is not _T", "not isinstance(x, _T)", "fallback_leaves_torch_inputs_to_the_general_path"),
-    _m("fast-accepts-subclass-out", "fast path: a tensor subclass out taken as a plain tensor",
-       _D, "fast", "type(out) is not _T", "not isinstance(out, _T)",
-       "fallback_leaves_torch_inputs_to_the_general_path"),
-    _m("fast-layout-unchecked", "fast path: relu(x) of a sparse or mkldnn x taken as plain",
-       _D, "fast", _FAST_NEW, _FAST_NEW.replace(" or x.layout is not _strided", ""),
-       "fallback_leaves_torch_inputs_to_the_general_path"),
-    _m("fast-nested-unchecked", "fast path: relu(x) of a nested x taken as plain",
-       _D, "fast", _FAST_NEW, _FAST_NEW.replace(" or x.is_nested", ""),
-       "fallback_leaves_torch_inputs_to_the_general_path"),
-    _m("fast-transform-unchecked", "fast path: a dispatch mode or torch.func transform not left to torch",
-       _D, "fast", "_level() is not None or _modes()", "False", "fallback_leaves_torch_inputs_to_the_general_path"),
-    _m("fallback-dtype-unchecked", "fast fallback: bool, complex and quantized dtypes handed to torch's relu",
-       _D, "fast", "dt not in _plain", "False", "fallback_bad_input"),
-    _m("fallback-rung-unchecked", "fast fallback: an unknown rung accepted off gfx950",
-       _D, "fast", "rung is not None and (type(rung) is not str or rung not in _rungs)", "False",
+    _m("fallback-arch-reason-lost", "compiled entry: another arch counted as no ROCm device",
+       _E, "serve", "disabled ? disabled_hit : devices[device].arch_hit", "disabled ? disabled_hit : off_hit",
+       "fallback_kill_switch"),
+    _m("fast-accepts-subclass", "guard: a tensor subclass x taken as a plain tensor",
+       _G, "relu", "type(x) is _T", "isinstance(x, _T)", "fallback_leaves_torch_inputs_to_the_general_path"),
+    _m("fast-accepts-subclass-out", "guard: a tensor subclass out taken as a plain tensor",
+       _G, "relu", "type(out) is _T", "isinstance(out, _T)", "fallback_leaves_torch_inputs_to_the_general_path"),
+    Mutant("fast-transform-unchecked", "guard: a dispatch mode or torch.func transform not left to torch",
+           ((_G, "relu", "_level() is None", "True"), (_G, "relu", "not _modes()", "True")),
+           ("fallback_leaves_torch_inputs_to_the_general_path",)),
+    _m("fallback-dtype-unchecked", "compiled entry: bool, complex and other dtypes handed to torch's relu",
+       _E, "serve", "if (!plain_dtype(dt)) goto general; if (out != Py_None && (yt.device.device_type",
+       "if (out != Py_None && (yt.device.device_type", "fallback_bad_input"),
+    _m("fallback-rung-unchecked", "compiled entry: an unknown rung accepted off gfx950",
+       _E, "serve", "if (rung < 0) goto general;", "", "fallback_bad_input"),
+    _m("fallback-torch-error-raised", "compiled entry: torch's refusal (autograd, overlap) raised as torch's error",
+       _E, "fallback", "if (out != Py_None && PyErr_ExceptionMatches(PyExc_RuntimeError)) {", "if (0) {",
        "fallback_bad_input"),
-    _m("fallback-torch-error-raised", "fast fallback: torch's refusal (autograd, overlap) raised as torch's error",
-       _D, "fast", _FAST_TORCH, "_clamp_min(x, 0, out=out)", "fallback_bad_input"),
-    _m("fast-inference-out-unchecked", "fast path: an inference-tensor out not refused before writing",
-       _D, "fast", "not out.is_inference()", "True", "fallback_bad_input"),
-    _m("new-grad-unchecked", "fast path: relu(x) of an x requiring grad launched without autograd",
-       _D, "fast", _FAST_NEW, _FAST_NEW.replace("x.requires_grad or ", ""), "new_out_on_the_hot_path"),
-    _m("new-layout-unchecked", "fast path: relu(x) of a strided x launched over its raw memory",
-       _D, "fast", "if not x.is_contiguous():\n    return None", "pass", "new_out_on_the_hot_path"),
-    _m("hot-neg-unchecked", "fast path: a neg-bit view's raw memory (which holds -x) launched",
-       _D, "fast", "if x.is_neg():\n    return None", "pass", "new_out_on_the_hot_path"),
-    _m("fast-miss-to-torch", "fast path: a gfx950 call without a ready entry served by torch (no first use)",
-       _D, "fast", "dev is not None and dev.arch == SUPPORTED_ARCH", "False", "new_out_on_the_hot_path"),
-    # code objects the runtime must not trust, relu(x)'s fresh output, a runtime without
-    # hipDrvLaunchKernelEx (tests/vgpu/test_objects_and_runtime.py)
+    _m("fast-inference-out-unchecked", "guard: an inference-tensor out not refused before writing",
+       _G, "relu", "out.is_inference()", "False", "fallback_bad_input"),
+    _m("new-layout-unchecked", "compiled entry: relu(x) of a strided x launched over its raw memory",
+       _E, "serve", "out == Py_None ? !contiguous(&xt) :", "out == Py_None ? 0 :", "new_out_on_the_hot_path"),
+    _m("hot-neg-unchecked", "guard: a neg-bit view's raw memory (which holds -x) launched",
+       _G, "relu", "not x.is_neg()", "True", "new_out_on_the_hot_path"),
+    _m("fast-miss-to-torch", "compiled entry: a gfx950 call without a ready entry served by torch (no first use)",
+       _E, "serve", "if (e == NULL) goto general;", "if (e == NULL) return fallback(x, out, off_hit);",
+       "new_out_on_the_hot_path"),
     _m("sha256-missing-unchecked", "code objects: an entry with no or an empty sha256 loaded unchecked",
        _O, "read_verified", "hashlib.sha256(data).hexdigest() != e.get('sha256')",
        "e.get('sha256') and hashlib.sha256(data).hexdigest() != e.get('sha256')", "entry_without_sha256"),
@@ -343,8 +330,16 @@ DISPATCH_MUTANTS = (
        _O, "entry", "e.get('kernarg_size') != KERNARG.size", "False", "kernel_arguments_not_the_runtimes"),
     _m("kernarg-fifth-argument-accepted", "code objects: an entry with a fifth kernel argument accepted",
        _O, "entry", "args != KERNARG_LAYOUT", "args[:4] != KERNARG_LAYOUT", "kernel_arguments_not_the_runtimes"),
-    _m("fresh-out-alignment-unchecked", "fast path: relu(x) launches the aligned entry into a misaligned empty_like",
-       _D, "fast", "if yp & 15:\n    return run(x, out, rung, dev)", "pass", "fresh_out_misaligned"),
+    _m("fresh-out-alignment-unchecked", "compiled entry: relu(x) launches the aligned entry into a misaligned empty_like",
+       _E, "serve", "if (yp & 15) {", "if (0) {", "fresh_out_misaligned"),
+    _m("hot-numel-short", "compiled entry: the kernel told one element fewer than numel",
+       _E, "serve", _KERNARG, "uint64_t kernarg[4] = {xp, (uint32_t)numel - 1, yp, (uint32_t)numel - 1};",
+       "overlap_in_bytes"),
+    _m("hot-error-left-pending", "compiled entry: a failed launch's error not taken (hipGetLastError)",
+       _E, "serve", "if (err) get_last_error();", "", "hot_failed_launch"),
+    _m("hot-out-other-device", "compiled entry: out on another device than x launched into",
+       _E, "serve", "out == Py_None ? !contiguous(&xt) : device_of(&yt) != device",
+       "out == Py_None ? !contiguous(&xt) : 0", "out_on_another_device"),
     _m("launch-ex-assumed", "launch: the null stream takes hipDrvLaunchKernelEx even where the runtime lacks it",
        _L, "prepare", "stream == 0 and launch_ex is not None", "stream == 0", "null_stream_without_launch_ex"),
 )
@@ -375,6 +370,10 @@ def make_copy(mutant: Mutant, root: Path) -> str:
         (dst / "metadata.json").write_text(f'{{"version": {version}}}\n')
     for patch in mutant.patches:
         apply_patch(dst / patch[0], patch)
+    if any(patch[0].endswith(".c") for patch in mutant.patches):  # the copy loads its own binary
+        from flash_relu_rocm import build
+
+        build.update_entry(dst / "code_objects", dst / "_compiled_entry.c", strict=False)
     return name
 
 

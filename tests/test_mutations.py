@@ -35,9 +35,10 @@ def _result(vgpu, monkeypatch, root, name):
         dispatch = pkg._dispatch
         # what the vgpu fixture does for the real package: CPU tensors are the
         # memory of the virtual device holding their allocation
-        from vgpu.serve import device_info_for
+        from vgpu.serve import device_info_for, present_cpu
 
         monkeypatch.setattr(dispatch, "device_info", device_info_for(vgpu, dispatch))
+        present_cpu(vgpu, pkg._compiled_entry)  # and to the copy's compiled entry
         vgpu.errors_expected = True  # the mutants' violations are recorded per case, then reset
         if mutant.kill:
             _results[name] = M.run_scenarios(vgpu, pkg, mutant, mutant.kill)
@@ -58,6 +59,11 @@ def test_patches_change_the_copy_not_the_tree(mutant_root):
     for mutant in M.ALL_MUTANTS:
         name = M.make_copy(mutant, mutant_root)
         for rel, qualname, *_ in mutant.patches:
+            if rel.endswith(".c"):  # the compiled entry: the function's text changed
+                src, copy = (M.PACKAGE / rel).read_text(), (mutant_root / name / rel).read_text()
+                assert copy[slice(*M.c_anchor.function_body(copy, qualname))] != \
+                    src[slice(*M.c_anchor.function_body(src, qualname))], (mutant.name, rel, qualname)
+                continue
             src = ast.parse((M.PACKAGE / rel).read_text())
             copy = ast.parse((mutant_root / name / rel).read_text())
             assert M._dump(M.find_function(copy, qualname)) != M._dump(M.find_function(src, qualname)), \
@@ -70,14 +76,18 @@ def test_patches_change_the_copy_not_the_tree(mutant_root):
     with pytest.raises(AssertionError, match="not found"):
         M.make_copy(M.Mutant("gone", "", (("flash_relu_rocm/plan.py", "no_such_function", "n", "x"),)), mutant_root)
     with pytest.raises(AssertionError, match="matches 1 times"):  # a stated count that no longer holds
-        M.make_copy(M.Mutant("count", "", (("_dispatch.py", "fast", "entry.hit()", "pass", 2),)), mutant_root)
+        M.make_copy(M.Mutant("count", "", (("_dispatch.py", "_launch_entry", "entry.hit()", "pass", 2),)), mutant_root)
+    with pytest.raises(AssertionError, match="matches 0 times"):  # the same for the compiled entry's C
+        M.make_copy(M.Mutant("stale-c", "", (("_compiled_entry.c", "serve", "no_such_name", "x"),)), mutant_root)
+    with pytest.raises(AssertionError, match="not found"):
+        M.make_copy(M.Mutant("gone-c", "", (("_compiled_entry.c", "no_such_function", "n", "x"),)), mutant_root)
 
 
 def test_patches_survive_reformatting():
     """Every AST patch (catalogue and check mutants) still applies, with the
     same effect, to its file reformatted: comments dropped, lines re-wrapped,
     quotes changed (ast.unparse), and blank lines and comments inserted."""
-    patches = [(M.PACKAGE / p[0], p[1:]) for m in M.ALL_MUTANTS for p in m.patches]
+    patches = [(M.PACKAGE / p[0], p[1:]) for m in M.ALL_MUTANTS for p in m.patches if not p[0].endswith(".c")]
     patches += [(M.ROOT / c.file, (c.qualname, c.old, c.new)) for c in M.CHECK_MUTANTS]
     @functools.lru_cache(maxsize=None)
     def reformat(text):
@@ -90,6 +100,28 @@ def test_patches_survive_reformatting():
         patched_reformatted = M.ast_patch(reformat(text), qualname, old, new, str(path), *count)
         assert M._dump(ast.parse(reformat(patched))) == M._dump(ast.parse(patched_reformatted)), \
             (path.name, qualname, old)
+
+
+def test_c_patches_survive_reformatting():
+    """Every patch of the compiled entry's C still applies, with the same effect, to the
+    source reformatted: comments dropped, every run of whitespace one space or a newline."""
+    import re
+
+    def reformat(text):
+        text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+        return "\n".join(re.sub(r"\s+", " ", line) for line in text.splitlines()).replace(";", ";\n")
+
+    def squash(text):
+        return re.sub(r"\s+", "", re.sub(r"/\*.*?\*/", "", text, flags=re.S))
+
+    for m in M.ALL_MUTANTS:
+        for rel, qualname, old, new, *count in m.patches:
+            if not rel.endswith(".c"):
+                continue
+            text = (M.PACKAGE / rel).read_text()
+            patched = M.c_anchor.c_patch(text, qualname, old, new, *count)
+            again = M.c_anchor.c_patch(reformat(text), qualname, old, new, *count)
+            assert squash(patched) == squash(again) != squash(text), (m.name, qualname, old)
 
 
 def test_unmutated_copy_passes(vgpu, monkeypatch, mutant_root):

@@ -282,10 +282,10 @@ def noop_device(request, monkeypatch):
         stream = 0x5000
         hip = lib
 
-    def device_info(t):
-        return _dispatch.DeviceInfo("gfx950", Device.stream) if t.device.type == "cpu" else None
+    import relu_flydsl
+    from vgpu.serve import present_cpu_as
 
-    monkeypatch.setattr(_dispatch, "device_info", device_info)
+    restore = present_cpu_as(relu_flydsl, stream=lambda: Device.stream, setattr_=monkeypatch.setattr)
     monkeypatch.delenv("RELU_FLYDSL_DISABLE", raising=False)
     monkeypatch.delenv("RELU_FLYDSL_RUNG", raising=False)
     # The no-op device computes nothing, so no first-use canary can pass on it
@@ -294,6 +294,7 @@ def noop_device(request, monkeypatch):
     _dispatch.STATE.reset()
     lib.noop_hip_reset()
     yield Device
+    restore()
     monkeypatch.undo()  # environment and device_info back before re-reading settings
     _dispatch.STATE.reset()
     lib.noop_hip_reset()

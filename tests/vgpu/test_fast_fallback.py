@@ -17,6 +17,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import test_hot_path as H
 import vgpu_support as S
+from vgpu.serve import present_cpu
 
 pytestmark = pytest.mark.vgpu
 F32 = torch.float32
@@ -26,11 +27,14 @@ GFX942 = "fallback/arch gfx942 (kernels are built for gfx950)"
 
 
 def _off_device(c, arch=None):
-    """Every tensor on no ROCm device (a CPU or CUDA torch), or on a ROCm device of `arch`."""
+    """Every tensor on no ROCm device (a CPU or CUDA torch), or on a ROCm device of `arch`
+    (device 0, whose current stream the compiled entry also sees)."""
     if arch is None:
         c.mp.setattr(c.d, "device_info", lambda t: None)
+        c.entry.present_cpu(False)  # CPU tensors are host memory to the compiled entry too
     else:
-        c.mp.setattr(c.d, "device_info", lambda t: c.d.DeviceInfo(arch, 0))
+        c.mp.setattr(c.d, "device_info", lambda t: c.d.DeviceInfo(arch, c.stream))
+        present_cpu(c.dev, c.entry)  # device 0 of the virtual device, as device_info says
 
 
 def _stats(c):

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 import vgpu_support as S
+from vgpu.serve import present_cpu
 
 pytestmark = pytest.mark.vgpu
 F32, BF16 = torch.float32, torch.bfloat16
@@ -47,6 +48,8 @@ class Ctx:
         mp.setattr(self.r, "_check", counted)
         self.stream = dev.stream = STREAM  # what device_info reports, and what call() expects launches on
         self.state.reset()  # each scenario builds its own entries and loads its own modules
+        self.entry = sys.modules[pkg.__name__ + "._compiled_entry"]
+        present_cpu(dev, self.entry)  # this package's compiled entry sees the virtual device too
 
     def flydsl_calls(self):
         return sum(n for k, n in self.pkg.dispatch_stats().items() if k.startswith("flydsl/"))
@@ -171,6 +174,23 @@ def other_device(c):
     finally:
         c.dev.stream = STREAM
         c.dev.destroy_stream(s1)
+
+
+def out_on_another_device(c):
+    """relu(x, out=y) with x on device 0 and y on device 1, the entry for their size cached
+    on device 0: ValueError naming the devices, as torch's own check gives on hardware,
+    nothing launched or written, on either path."""
+    n = 1024
+    c.warm(n)
+    c.dev.set_device_count(2)
+    for seed in (5, 6):
+        _, x, _, _, _ = c.tensors(n, seed=seed)
+        out, obuf = c.dev.guarded((n,), F32, name="out1", device=1)
+        before, launches = obuf.numpy().copy(), len(c.dev.launches)
+        with pytest.raises(ValueError, match="device"):
+            c.relu(x, out=out)
+        assert len(c.dev.launches) == launches
+        _untouched(obuf, before)
 
 
 def null_stream(c):
@@ -473,7 +493,7 @@ def corrupt_object(c):
 
 
 SCENARIOS = {f.__name__: f for f in (
-    overlap_in_bytes, other_device, split_launch_fails_in_the_middle, split_launch_fails_twice,
+    overlap_in_bytes, other_device, out_on_another_device, split_launch_fails_in_the_middle, split_launch_fails_twice,
     layer_failed_launch, hot_failed_launch, first_launch_fails, dense_noncontiguous_out,
     dense_noncontiguous_x, misaligned_out, hostile_out_on_the_hot_path, kill_switch_on_the_hot_path,
     in_place, other_arch, entries_bounded, buffer_split_by_bytes, corrupt_object, null_stream,

@@ -9,6 +9,7 @@ Each scenario is a function of test_hot_path's `Ctx` (a package and the
 virtual device), so tests/test_mutations.py runs them against mutated copies
 of the package too (mutation_support.scenarios())."""
 
+import ctypes
 import json
 import shutil
 import tempfile
@@ -203,11 +204,18 @@ def runtime_without_launch_ex(c):
                 raise AttributeError(name)
             value = getattr(real, name)
             if name == "hipModuleLaunchKernel":
-                def counted(*args):
-                    calls.append(args[0])
-                    return value(*args)
                 return counted
             return value
+
+    real_launch = real.hipModuleLaunchKernel
+    real_launch.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+
+    # a C function pointer, so the compiled entry, which calls the runtime by address, counts too
+    @ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p, ctypes.c_void_p,
+                      ctypes.c_void_p)
+    def counted(*args):
+        calls.append(args[0])
+        return real_launch(*args)
 
     saved = hip._lib, launch.launch_kernel, launch.launch_ex
     hip._lib = WithoutLaunchEx()
@@ -219,6 +227,7 @@ def runtime_without_launch_ex(c):
     finally:
         hip._lib, launch.launch_kernel, launch.launch_ex = saved
         launch.THREAD.state[1] = None
+        real_launch.argtypes = None  # as _hip binds it: called with ready C values
 
 
 def null_stream_without_launch_ex(c):

@@ -65,6 +65,31 @@ def present_cpu(dev, entry):
     return off
 
 
+def present_cpu_as(package, arch="gfx950", stream=0, setattr_=None):
+    """Without the virtual device (the no-op HIP library, or no HIP runtime at all): CPU
+    tensors are device 0, a `arch`, on `stream` (an int, or a function returning the current
+    one), for both device hooks of `package`: the dispatcher's device_info and the compiled
+    entry. Stream 0 leaves the compiled entry torch's own stream query (NULL for the CPU
+    device: the query the host-time benchmark models). Returns a function undoing both."""
+    dispatch = importlib.import_module(f"{package.__name__}._dispatch")
+    entry = importlib.import_module(f"{package.__name__}._compiled_entry")
+    current = stream if callable(stream) else (lambda: stream)
+    saved = dispatch.device_info
+    (setattr_ or setattr)(dispatch, "device_info",
+                          lambda t: dispatch.DeviceInfo(arch, current()) if t.device.type == "cpu" else None)
+    stream_of = STREAM_OF(lambda index: current()) if callable(stream) or stream else None
+    entry.present_cpu(True, None, ctypes.cast(stream_of, ctypes.c_void_p).value if stream_of else None)
+    entry.presenting = (stream_of,)
+
+    def restore():
+        if getattr(entry, "presenting", None) == (stream_of,):
+            entry.present_cpu(False)
+            entry.presenting = None
+        setattr(dispatch, "device_info", saved)
+
+    return restore
+
+
 def canary_memory_for(dev):
     """`_canary.device_memory` of the virtual gfx950."""
     import torch

@@ -547,6 +547,20 @@ static PyObject *present(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     Py_RETURN_NONE;
 }
 
+/* has(rung, dtype_code, dtype_bits, numel, x_align, out_align, device): is that entry ready? */
+static PyObject *has(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "has() takes 7 arguments");
+        return NULL;
+    }
+    long v[7];
+    for (int i = 0; i < 7; i++) v[i] = PyLong_AsLong(args[i]);
+    if (PyErr_Occurred()) return NULL;
+    Key k = {v[3], (int32_t)v[6], (uint16_t)(v[1] << 8 | v[2]), (uint8_t)v[0], (uint8_t)((v[4] & 15) << 4 | (v[5] & 15))};
+    return PyBool_FromLong(v[3] > 0 && find(&k) != NULL);
+}
+
 static PyObject *entries(PyObject *self, PyObject *unused) {
     (void)self;
     (void)unused;
@@ -561,6 +575,7 @@ static PyMethodDef methods[] = {
     {"device", (PyCFunction)(void (*)(void))device, METH_FASTCALL, "device(index, gfx950, arch_hit) -> stream"},
     {"add", (PyCFunction)(void (*)(void))add, METH_FASTCALL, "add a ready single-launch entry"},
     {"present_cpu", (PyCFunction)(void (*)(void))present, METH_FASTCALL, "CPU tensors as device memory"},
+    {"has", (PyCFunction)(void (*)(void))has, METH_FASTCALL, "whether an entry is ready"},
     {"entries", entries, METH_NOARGS, "how many entries are ready"},
     {NULL, NULL, 0, NULL},
 };

@@ -39,10 +39,12 @@ DL_DTYPES = {torch.float32: (2, 32), torch.float16: (2, 16), torch.bfloat16: (4,
 
 SERVE = None  # the entry's serve(x, out, rung) once loaded; relu() reads it
 _module = None
+_loaded = None  # the module as loaded, kept when unload() stops using it (STATE.reset() restores it)
 _reason = "not loaded yet"
+presented = False  # CPU tensors count as device memory (present_cpu)
 _file = None
 _memfd = None  # kept open: its /proc path names this process's copy of the binary
-_hip_bound = False
+_hip_bound = None  # the HIP library whose entry points the compiled entry calls
 presenting = None  # the stand-in's callbacks while CPU tensors are presented (tools/vgpu/serve.py)
 
 
@@ -107,7 +109,7 @@ def _import(data: bytes):
 
 def load():
     """Load and initialise the compiled entry, or record why not. Returns status()."""
-    global _module, _reason, _file, SERVE
+    global _module, _loaded, _reason, _file, SERVE
     why = _why_not_here()
     if why is None:
         try:
@@ -119,13 +121,24 @@ def load():
         except (ImportError, OSError, RuntimeError, TypeError, ValueError) as e:
             why = f"{type(e).__name__}: {e}" if not isinstance(e, ImportError) else str(e)
         else:
-            _module, _file = module, meta
+            _module = _loaded = module
+            _file = meta
             STATE.replay = module
+            if _restore not in STATE.on_reset:
+                STATE.on_reset.append(_restore)
             STATE.refresh()  # hands it the settings
             SERVE = module.serve
     _reason = why
     _publish()
     return status()
+
+
+def _restore():
+    """As loaded (STATE.reset(): a fresh process), after an unload() or use(False)."""
+    global _module, SERVE, _reason
+    _module, SERVE, _reason = _loaded, _loaded.serve, None
+    STATE.replay = _loaded
+    _publish()
 
 
 def status() -> dict:
@@ -139,14 +152,13 @@ def not_loaded():
     return None if _module is not None else _reason
 
 
-def _bind_hip():
-    """Hand the entry the loaded HIP runtime's entry points (once per process)."""
+def _bind_hip(lib):
+    """Hand the entry the HIP runtime's entry points (again whenever _hip binds another)."""
     global _hip_bound
-    lib = _hip.lib()
     address = _hip.address
     _module.hip(address(lib.hipModuleLaunchKernel), address(getattr(lib, "hipDrvLaunchKernelEx", None)),
                 address(lib.hipGetDevice), address(lib.hipSetDevice), address(lib.hipGetLastError))
-    _hip_bound = True
+    _hip_bound = lib
 
 
 def learn(info, arch_reason: str):
@@ -155,8 +167,8 @@ def learn(info, arch_reason: str):
     would launch on there must be torch's current stream, which device_info asked torch for:
     if not, the entry is unloaded (a torch whose DLPack stream query disagrees)."""
     gfx950 = info.arch == "gfx950"
-    if gfx950 and not _hip_bound:
-        _bind_hip()
+    if gfx950 and _hip.lib() is not _hip_bound:
+        _bind_hip(_hip.lib())
     hit = STATE.counter(("fallback", arch_reason)).hit
     try:
         stream = _module.device(info.index, gfx950, hit)
@@ -181,6 +193,16 @@ def add(entry, rung):
         unload(f"add() raised {type(e).__name__}: {e}")
 
 
+def replays(entry, rung) -> bool:
+    """Whether the compiled entry holds `entry` (a _dispatch.Entry) of `rung` as asked."""
+    if _module is None or (rung is not None and rung not in RUNG_NAMES):
+        return False
+    code, bits = DL_DTYPES[getattr(torch, entry.plan.dtype)]
+    numel, x_align, y_align, device = entry.key[2:]
+    return _module.has(0 if rung is None else RUNG_NAMES.index(rung) + 1, code, bits, numel, x_align, y_align,
+                       device)
+
+
 def unload(reason: str):
     """Stop serving through the compiled entry (the general path serves everything), warning once."""
     global SERVE, _module, _reason
@@ -197,8 +219,10 @@ def unload(reason: str):
 def present_cpu(on: bool, device_of=None, stream_of=None):
     """CPU tensors as device memory: device_of(pointer) -> device and stream_of(device) -> stream
     are C function addresses (None: device 0, torch's CPU stream); off: back to real devices."""
-    if _module is not None:
-        _module.present_cpu(on, device_of, stream_of)
+    global presented
+    if _loaded is not None:
+        _loaded.present_cpu(on, device_of, stream_of)
+        presented = bool(on)
 
 
 def _publish():

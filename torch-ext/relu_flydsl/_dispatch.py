@@ -270,7 +270,7 @@ def serve(x: torch.Tensor, out: Optional[torch.Tensor], rung: Optional[str]) -> 
     the compiled entry did not make. No ROCm device -> torch's kernel (nothing
     allocated first); else run() (out None: into torch.empty_like(x))."""
     why = _compiled_entry.not_loaded()
-    if why is not None and not why.startswith("disabled by"):
+    if why is not None and not why.startswith("disabled by") and _objects.unavailable() is None:
         STATE.warn_once(("entry", why), f"the compiled entry is not used ({why}); every call takes the Python "
                         "path (same results, more host time)", fallback=False)
     info = device_info(x)
@@ -291,9 +291,14 @@ def _teach(info: DeviceInfo):
 def run(x: torch.Tensor, out: torch.Tensor, rung: Optional[str], info=_NO_INFO) -> torch.Tensor:
     if info is _NO_INFO:
         info = device_info(x)
+    if out is not x and info is not None:
+        there = device_info(out)  # the same device as torch.device (relu() checked); asked of device memory too
+        if there is None or there.index != info.index:
+            raise ValueError(f"relu(): out is on device {None if there is None else there.index} but x is on "
+                             f"device {info.index}")
     reason = fallback_reason(x, out, info)  # (settings re-read first: a change clears what the entry knew)
-    if info is not None and STATE.replay is not None:
-        _teach(info)
+    if info is not None and STATE.replay is not None and (x.is_cuda or _compiled_entry.presented):
+        _teach(info)  # a tensor the compiled entry takes for device memory too
     if reason is None and x.numel() == 0:
         reason = "empty tensor"
     if reason is None:

@@ -92,6 +92,7 @@ class DispatchState:
     def __init__(self):
         self.lock = threading.RLock()
         self.replay = None
+        self.on_reset = []  # what reset() also calls (the compiled entry's restore)
         self.lasting = {DISABLED: PathCounter(), NO_DEVICE: PathCounter()}
         self.reset()
 
@@ -113,6 +114,8 @@ class DispatchState:
             self.key_locks = {}
             self.manifest = None
             self.archs = {}
+            for restore in self.on_reset:
+                restore()
             self.refresh()
 
     def refresh(self):
