@@ -22,6 +22,7 @@ from pathlib import Path
 ENV_TARGET = "RELU_FLYDSL_HARDWARE_TARGET"
 ENV_VARIANT = "RELU_FLYDSL_HARDWARE_VARIANT"
 ENV_MAX_ELEMENTS = "RELU_FLYDSL_HARDWARE_MAX_ELEMENTS"
+ENV_RESULTS = "RELU_FLYDSL_HARDWARE_RESULTS"  # test_observe_torch_relu's folder (default: a new temporary one)
 # the emulator runs ~0.1 s per million elements: 8192*8192 would be ~7 s per call, 440 calls
 MAX_ELEMENTS = int(os.environ.get(ENV_MAX_ELEMENTS, 1048583))
 CAP_REASON = (f"more than {MAX_ELEMENTS} elements: capped on the virtual gfx950 "
@@ -83,7 +84,13 @@ class Served:
         if out is None:
             dev.fresh_output(x.numel() * x.element_size(), name="relu(x) output")
         try:
-            result = self._package.relu(x, out, **kwargs)
+            try:
+                result = self._package.relu(x, out, **kwargs)
+            except Exception as e:
+                if dev.errors or dev.violations:  # what stopped the launch
+                    first = dev.errors[0] if dev.errors else dev.violations[0]
+                    e.add_note(f"virtual gfx950: {type(first).__name__}: {first}")
+                raise
             dev.check()
             vgpu_support.assert_exact_grids(dev.launches)
             vgpu_support.assert_exact_grids(dev.canary_launches)
@@ -127,7 +134,7 @@ def target():
     path = variant_path()
     package = kernels.get_local_kernel(path)
     serve(dev, package)
-    results = Path(tempfile.mkdtemp(prefix="relu-hardware-vgpu-results-"))
+    results = Path(os.environ.get(ENV_RESULTS) or tempfile.mkdtemp(prefix="relu-hardware-vgpu-results-"))
     vgpu_support.SUMMARY_LINES.extend([
         f"hardware suite on the virtual gfx950: variant {path} (loaded as {package.__name__})",
         f"hardware suite on the virtual gfx950: {CAP_REASON}",

@@ -8,6 +8,10 @@ it short). On a gfx950 machine, and anywhere else to see why it is skipped:
 
     .venv/bin/python -m pytest -m hardware -ra tests/hardware/test_hardware.py
 
+With RELU_FLYDSL_HARDWARE_TARGET=vgpu the same tests run on the virtual gfx950
+against a built variant (tests/hardware_vgpu.py; tests/vgpu/test_hardware_suite.py
+runs them there in CI).
+
 The kernels' rule is `y = +0.0 if x < 0 else x` on the bits: NaN payloads,
 +-inf, -0.0 and denormals pass through. Checks, as in the reference post "Beating
 torch.relu with FlyDSL: A Hands-On Guide to Bandwidth-Bound Kernels":
