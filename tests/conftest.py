@@ -162,6 +162,8 @@ def pytest_collection_modifyitems(config, items):
 
     if not hardware_vgpu.selected():
         return
+    if not config.pluginmanager.has_plugin("hardware-vgpu-report"):
+        config.pluginmanager.register(hardware_vgpu.Report(), "hardware-vgpu-report")
     cap = pytest.mark.skip(reason=hardware_vgpu.CAP_REASON)
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})

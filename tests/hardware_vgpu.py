@@ -19,6 +19,8 @@ import os
 import tempfile
 from pathlib import Path
 
+import pytest
+
 ENV_TARGET = "RELU_FLYDSL_HARDWARE_TARGET"
 ENV_VARIANT = "RELU_FLYDSL_HARDWARE_VARIANT"
 ENV_MAX_ELEMENTS = "RELU_FLYDSL_HARDWARE_MAX_ELEMENTS"
@@ -27,6 +29,22 @@ ENV_RESULTS = "RELU_FLYDSL_HARDWARE_RESULTS"  # test_observe_torch_relu's folder
 MAX_ELEMENTS = int(os.environ.get(ENV_MAX_ELEMENTS, 1048583))
 CAP_REASON = (f"more than {MAX_ELEMENTS} elements: capped on the virtual gfx950 "
               f"(the emulator runs ~0.1 s per million elements; {ENV_MAX_ELEMENTS} sets the cap)")
+
+
+# every relu() call of the run and the path it took (dispatch_stats): the suite's views and in-place
+# tests do not assert the path, so a torch fallback would pass them; the report shows it
+CALLS = {"relu": 0, "flydsl": 0, "fallback": {}}
+
+
+class Report:
+    """A pytest plugin: the CALLS line in the terminal summary."""
+
+    @pytest.hookimpl(trylast=True)  # after tests/conftest.py's virtual gfx950 lines
+    def pytest_terminal_summary(self, terminalreporter):
+        fb = CALLS["fallback"]
+        terminalreporter.write_line(
+            f"hardware suite on the virtual gfx950: relu() calls {CALLS['relu']}, FlyDSL path {CALLS['flydsl']}, "
+            f"torch fallback {sum(fb.values())}" + (f" {fb}" if fb else ""))
 
 
 def selected() -> bool:
@@ -84,6 +102,7 @@ class Served:
         if out is None:
             dev.fresh_output(x.numel() * x.element_size(), name="relu(x) output")
         try:
+            before = self._package.dispatch_stats()
             try:
                 result = self._package.relu(x, out, **kwargs)
             except Exception as e:
@@ -91,6 +110,13 @@ class Served:
                     first = dev.errors[0] if dev.errors else dev.violations[0]
                     e.add_note(f"virtual gfx950: {type(first).__name__}: {first}")
                 raise
+            CALLS["relu"] += 1
+            for path, k in self._package.dispatch_stats().items():
+                if k > before.get(path, 0):
+                    if path.startswith("flydsl/"):
+                        CALLS["flydsl"] += 1
+                    else:
+                        CALLS["fallback"][path] = CALLS["fallback"].get(path, 0) + 1
             dev.check()
             vgpu_support.assert_exact_grids(dev.launches)
             vgpu_support.assert_exact_grids(dev.canary_launches)

@@ -21,7 +21,7 @@ import vgpu_support
 
 pytestmark = pytest.mark.vgpu
 SUITE = M.ROOT / "tests" / "hardware" / "test_hardware.py"
-# the mutants' runs: sizes up to 4257 elements, test_bit_exact_and_guard_region only (a few seconds)
+# the mutants' runs: test_bit_exact_and_guard_region on random inputs up to 4257 elements (a few seconds)
 MUTANT_MAX_ELEMENTS = 4257
 
 
@@ -119,10 +119,14 @@ def test_the_hardware_suite_passes_on_the_virtual_gfx950(variant, tmp_path):
                                                         else ("passed", ""))}
     assert not wrong, f"{len(wrong)} tests not as expected (passed, or skipped for the cap); first: " \
                       f"{next(iter(wrong.items()))}" + shown(r)
+    calls = re.search(r"relu\(\) calls (\d+), FlyDSL path (\d+), torch fallback (\d+)", r.stdout)
+    assert calls, "no relu() call report" + shown(r)
+    assert int(calls[1]) > 0 and int(calls[1]) == int(calls[2]) and calls[3] == "0", \
+        f"not every relu() call ran a FlyDSL kernel: {calls[0]}" + shown(r)
     sizes = sorted({size_of(n) for n in outcomes if size_of(n)} - {size_of(n) for n in capped})
     vgpu_support.SUMMARY_LINES.append(
         f"hardware suite on the virtual gfx950 (built variant): {len(outcomes) - len(capped)} passed, "
-        f"{len(capped)} skipped ({hardware_vgpu.CAP_REASON}), in {took:.0f} s; sizes run {sizes}")
+        f"{len(capped)} skipped ({hardware_vgpu.CAP_REASON}), in {took:.0f} s; sizes run {sizes}; {calls[0]}")
 
 
 # (mutant, canary): with the package's canary on (the default), its first-use check refuses the
@@ -136,7 +140,7 @@ def test_the_hardware_suite_fails_on_a_mutant(variant, tmp_path, mutant, canary)
     path = mutant_variant(variant, m, tmp_path)
     env = {} if canary == "on" else {"RELU_FLYDSL_CANARY": "0"}
     r, outcomes, took = run_suite(path, tmp_path / "junit.xml", MUTANT_MAX_ELEMENTS, env,
-                                  ("-k", "test_bit_exact_and_guard_region"))
+                                  ("-k", "test_bit_exact_and_guard_region and random"))
     assert r.returncode == 1, f"the hardware suite did not fail (exit {r.returncode}) for mutant {mutant}" + shown(r)
     failed = {n: msg for n, (o, msg) in outcomes.items() if o == "failed"}
     assert not [n for n, (o, _) in outcomes.items() if o == "error"], "errors, not test failures" + shown(r)
