@@ -8,6 +8,10 @@ it short). On a gfx950 machine, and anywhere else to see why it is skipped:
 
     .venv/bin/python -m pytest -m hardware -ra tests/hardware/test_hardware.py
 
+With RELU_FLYDSL_HARDWARE_TARGET=vgpu the same tests run on the virtual gfx950
+against a built variant (tests/hardware_vgpu.py; tests/vgpu/test_hardware_suite.py
+runs them there in CI).
+
 The kernels' rule is `y = +0.0 if x < 0 else x` on the bits: NaN payloads,
 +-inf, -0.0 and denormals pass through. Checks, as in the reference post "Beating
 torch.relu with FlyDSL: A Hands-On Guide to Bandwidth-Bound Kernels":
@@ -24,11 +28,12 @@ it observes and never fails on torch's choices.
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 
-import relu_flydsl
+import hardware_vgpu
 from flash_relu_rocm.registry import RUNGS
 from reference import SERVED as DTYPES  # the served dtypes (flash_relu_rocm/dtypes.py)
 from reference import assert_relu_bits, special_values
@@ -49,7 +54,21 @@ def _gfx950_device():
     return None, f"no gfx950 among the visible GPUs ({', '.join(archs)})"
 
 
-DEVICE, WHY = _gfx950_device()
+def _target():
+    """Where the suite runs: a real gfx950 with the installed package, or, with
+    RELU_FLYDSL_HARDWARE_TARGET=vgpu, the virtual gfx950 running a built variant
+    (tests/hardware_vgpu.py). device is None where neither is available (why says why)."""
+    if hardware_vgpu.selected():
+        return hardware_vgpu.target()
+    import relu_flydsl
+
+    device, why = _gfx950_device()
+    return SimpleNamespace(device=device, why=why, package=relu_flydsl, synchronize=torch.cuda.synchronize,
+                           results=Path(__file__).resolve().parents[2] / "results")
+
+
+TARGET = _target()
+DEVICE, WHY, relu_flydsl = TARGET.device, TARGET.why, TARGET.package
 pytestmark = [pytest.mark.hardware, pytest.mark.skipif(DEVICE is None, reason=f"needs a gfx950 GPU (MI350X/MI355X): {WHY}")]
 
 SIZES = [1, 7, 8, 1023, 1024, 4257, 65536, 100000, 1048576, 1048583, 8192 * 8192]
@@ -76,7 +95,7 @@ def test_bit_exact_and_guard_region(rung, dtype, n, kind):
     out = buf[GUARD : GUARD + n]
     relu_flydsl.reset_dispatch_stats()
     relu_flydsl.relu(x, out=out, rung=rung)
-    torch.cuda.synchronize(DEVICE)
+    TARGET.synchronize(DEVICE)
     assert relu_flydsl.dispatch_stats() == {f"flydsl/{rung}/{str(dtype)[6:]}": 1}
     assert_relu_bits(out.cpu(), x.cpu())
     same = relu_semantics.same_ignoring_zero_sign(out, torch.relu(x))
@@ -112,7 +131,7 @@ def test_observe_torch_relu(record_property, capsys):
     JUnit properties) and printed. An observation: torch's choices here never fail it."""
     doc = relu_semantics.observe_torch(DEVICE)
     text = relu_semantics.format_observation(doc)
-    out = Path(__file__).resolve().parents[2] / "results"
+    out = TARGET.results
     out.mkdir(exist_ok=True)
     (out / "torch_relu_observed.json").write_text(json.dumps(doc, indent=2) + "\n")
     for op, obs in doc["ops"].items():
