@@ -484,3 +484,78 @@ def test_gpu_mode_refuses_a_rung_whose_timed_calls_fell_back(tmp_path, monkeypat
     assert "check v5    bfloat16 ok" in out  # the checks passed ...
     rows = {r["impl"]: r for r in json.loads((tmp_path / "ladder.json").read_text())["rows"]}
     assert rows["v5"]["gbps"] is None and "other paths" in rows["v5"]["status"]  # ... the window did not
+
+
+# ---- the rung source seam (benchmarks/ladder/rungs.py, --rungs-from) ------------------------
+from benchmarks.ladder import rungs  # noqa: E402
+
+ALL_DTYPES = list(rs.INT_VIEW)  # every served dtype, int8 too
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_stand_in_rungs_obey_the_bit_rule_and_count_the_real_path(dtype):
+    """The stand-in passes the rungs' own gate (every special value, -0.0 and NaN payloads
+    kept: torch.relu on CUDA would not) and counts its calls as the real rung's."""
+    standin = rungs.source(rungs.STAND_IN).load(None)
+    for rung in ("v1", "v5"):
+        assert checks.check_impl(lambda x, out, r=rung: standin.relu(x, out=out, rung=r), dtype, "cpu", SMALL) == []
+        assert standin.dispatch_stats()[f"flydsl/{rung}/{dtype}"] == len(SMALL)
+    x = checks.check_input(1000, dtype, "cpu", seed=5)
+    assert torch.equal(checks.bits(standin.relu(x)), checks.bits(checks.bit_rule(x)))  # out=None too
+    with pytest.raises(ValueError, match="unknown rung"):
+        standin.relu(x, rung="v9")
+
+
+def test_stand_in_gpu_mode_end_to_end_without_flydsl(tmp_path, monkeypatch, capsys):
+    """--rungs-from stand-in on a non-gfx950 GPU (here the CPU, with a fake timer): the device
+    check is the source's, nothing imports flydsl, kernels or relu_flydsl, every rung is
+    checked and timed, and the report names the stand-in and the device's own peak."""
+    for name in ("flydsl", "kernels", "relu_flydsl"):
+        monkeypatch.setitem(sys.modules, name, None)  # any import of them now fails
+    monkeypatch.setattr(gpu, "DEVICE", "cpu")
+    monkeypatch.setattr(gpu, "any_gpu", lambda: (True, "NVIDIA H200"))
+    monkeypatch.setattr(gpu, "_device_name", lambda: "NVIDIA H200")
+    monkeypatch.setattr(gpu, "gfx950_device", lambda: pytest.fail("the stand-in asked for a gfx950"))
+    monkeypatch.setattr(cases_mod.workloads, "POST_SHAPES", ((64, 256), (256, 1024)))
+    monkeypatch.setattr(checks, "CHECK_SIZES", SMALL)
+    monkeypatch.setattr(timing, "time_launches",
+                        lambda fn, iters, warmup, host=False: [fn() for _ in range(iters + warmup)]
+                        and timing.Timing(1e-5, 2e-5 if host else None))
+    monkeypatch.setattr(rs.observe, "__defaults__", (rs.DTYPES, 256))
+    argv = ["--rungs-from", "stand-in", "--dtypes", "bfloat16", "int8", "--sweeps", "shapes", "--rounds", "2",
+            "--iters", "2", "--warmup", "1", "--out", str(tmp_path)]
+    rc = cli.main(argv)
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "rungs: stand-in rungs (torch.where under the bit rule; not the gfx950 kernels)" in out
+    for rung in ("v1", "v2", "v3", "v4", "v5"):
+        for dtype in ("bfloat16", "int8"):
+            assert f"check {rung:5s} {dtype:8s} ok [bit rule; guards; input; kernel path]" in out
+    doc = json.loads((tmp_path / "ladder.json").read_text())
+    rows = doc["rows"]
+    assert len(rows) == 2 * 2 * 6 and all(r["status"] == "ok" and r["gbps"] for r in rows)
+    meta = doc["meta"]
+    assert meta["rungs_from"] == "stand-in" and meta["mode"] == "gpu"
+    assert meta["peak_label"] == "H200 peak 4.8 TB/s (datasheet)" and "MI350X" not in out.split("GB/s (median")[1]
+    assert meta["command"].endswith(" -m benchmarks.ladder " + " ".join(argv))  # as typed, not pytest's argv
+    assert (tmp_path / "ladder.csv").read_text().count("\n") == 1 + len(rows)
+    if (tmp_path / "ladder.png").exists():
+        assert (tmp_path / "ladder.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_device_check_goes_through_the_source(monkeypatch, capsys):
+    """No GPU: --rungs-from stand-in refuses with the stand-in's own reason; the default source
+    still asks for a gfx950 (and, in auto mode, falls to the no-GPU report: not run here)."""
+    monkeypatch.setattr(gpu, "any_gpu", lambda: (False, "torch sees no CUDA or ROCm GPU"))
+    with pytest.raises(SystemExit):
+        cli.main(["--rungs-from", "stand-in"])
+    err = capsys.readouterr().err
+    assert "--rungs-from stand-in needs a GPU torch sees (CUDA or ROCm): torch sees no CUDA or ROCm GPU" in err
+    monkeypatch.setattr(gpu, "gfx950_device", lambda: (False, "device 0 is sm_90, not gfx950"))
+    with pytest.raises(SystemExit):
+        cli.main(["--mode", "gpu"])
+    assert "--mode gpu needs a gfx950 device: device 0 is sm_90, not gfx950" in capsys.readouterr().err
+    for bad in (["--rungs-from", "stand-in", "--mode", "nogpu"], ["--rungs-from", "stand-in", "--mode", "baseline"],
+                ["--rungs-from", "stand-in", "--variant", "relu-build/build/torch-rocm"]):
+        with pytest.raises(SystemExit):
+            cli.main(bad)
