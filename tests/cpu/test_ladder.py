@@ -559,3 +559,24 @@ def test_the_device_check_goes_through_the_source(monkeypatch, capsys):
                 ["--rungs-from", "stand-in", "--variant", "relu-build/build/torch-rocm"]):
         with pytest.raises(SystemExit):
             cli.main(bad)
+
+
+def test_notes_that_differ_only_in_counts_share_one_footnote():
+    """A device's departure from the bit rule shows in every case: one footnote per
+    implementation, dtype and note (its counts aside), not one per case; another note gets its own."""
+    rows = []
+    for n in (1024, 4096, 8192):
+        rows += report.summarize(cases_mod.Case((n,), "bfloat16", ("curve",)), {"v5": [1e-5], "torch": [2e-5]},
+                                 notes={"torch": f"torch on this device: -0.0 -> +0.0 in 3 of {n} elements"})
+    rows += report.summarize(cases_mod.Case((16384,), "bfloat16", ("curve",)), {"v5": [1e-5], "torch": [2e-5]},
+                             notes={"torch": "torch on this device: NaN bits changed in 2 of 16384 elements"})
+    rows += report.summarize(cases_mod.Case((1024,), "float32", ("curve",)), {"v5": [1e-5], "torch": [2e-5]},
+                             notes={"torch": "torch on this device: -0.0 -> +0.0 in 3 of 1024 elements"})
+    table = report.ladder_table(rows, ["v5", "torch"])
+    cells = table.split("\n[1] ")[0]  # the rows, before the footnotes
+    assert cells.count(" [1]") == 3 and cells.count(" [2]") == 1 and cells.count(" [3]") == 1
+    assert ("[1] torch, 1024 bfloat16: torch on this device: -0.0 -> +0.0 in 3 of 1024 elements (and 2 more torch "
+            "bfloat16 cases marked [1]") in table
+    assert "[2] torch, 16384 bfloat16: torch on this device: NaN bits changed in 2 of 16384 elements\n" in table
+    assert "[3] torch, 1024 float32: torch on this device: -0.0 -> +0.0 in 3 of 1024 elements\n" in table
+    assert "[4]" not in table
