@@ -103,3 +103,21 @@ def test_timing_window_counts_every_rungs_calls(on_vgpu, vgpu, monkeypatch, dtyp
     timed = on_vgpu.calls[n0:]
     assert len(timed) == len(RUNGS) * 2 * (2 + 1)
     assert all(len(k) == 1 and k[0].startswith(f"relu_{RUNGS[r].module}_{dtype}_") for r, _, _, k in timed)
+
+
+def test_check_step_on_a_built_variant_loaded_by_kernels(variant_build, vgpu, monkeypatch, capsys):
+    """--variant: the module gpu.load_relu gets from kernels.get_local_kernel (the built
+    relu-build/build/torch-rocm, its own copy of the package and code objects) passes the
+    same check step on the virtual gfx950, its calls counted on its own dispatch_stats()."""
+    pytest.importorskip("kernels", reason="kernels not installed: --variant loads the variant through it")
+    from vgpu.serve import serve
+
+    variant = gpu.load_relu(str(variant_build / "build" / "torch-rocm"))
+    assert variant.__name__ != "relu_flydsl"  # the variant's package, not the source tree's
+    serve(vgpu, variant, monkeypatch.setattr)
+    monkeypatch.setattr(gpu, "DEVICE", "cpu")
+    on_vgpu = _OnVirtualDevice(vgpu, variant)
+    failed, _ = gpu.check_all(on_vgpu, IMPLS, DTYPES, sizes=(1, 7, 1000, 4257))
+    assert failed == {}, capsys.readouterr().out
+    assert all(len(k) == 1 and k[0].startswith(f"relu_{RUNGS[r].module}_{d}_") for r, d, _, k in on_vgpu.calls)
+    assert len(on_vgpu.calls) == len(RUNGS) * len(DTYPES) * 4
