@@ -11,7 +11,7 @@ import re
 import statistics
 
 from .cases import L2_BYTES, LLC_BYTES
-from .timing import EVENTS, Timing
+from .timing import EVENTS, HOST_BOUND_FRACTION, Timing
 
 TORCH = "torch"
 PEAK_GBPS = 8000.0  # MI350X / MI355X HBM3E, the device the ladder is built for
@@ -71,7 +71,7 @@ def summarize(case, samples, failed=None, peak=PEAK_GBPS, notes=None, method=EVE
                        vs_torch=(g / torch_gbps) if torch_gbps else None,
                        iqr_pct=100.0 * (q3 - q1) / med[impl], samples_us=[t * 1e6 for t in s],
                        host_us=host * 1e6 if host is not None else None,
-                       host_bound=(host >= med[impl]) if host is not None else None)
+                       host_bound=(host >= HOST_BOUND_FRACTION * med[impl]) if host is not None else None)
         rows.append(row)
     return rows
 
@@ -150,7 +150,7 @@ def _align(lines, right=True, last_left=False):
 
 def ladder_table(rows, impls):
     """GB/s per case, one column per implementation; '*' marks the first size after a rung
-    crosses torch; 'h' marks a host-bound timing (host time >= device time). A note is a
+    crosses torch; 'h' marks a host-bound timing (timing.HOST_BOUND_FRACTION). A note is a
     footnote [n]; notes of one implementation and dtype that differ only in their counts
     share one (a device's departure from the bit rule shows in every case)."""
     by_case = {}
@@ -190,7 +190,8 @@ def ladder_table(rows, impls):
     foot = [f"[{k}] {text}" + (f" (and {more} more {impl} {dtype} cases marked [{k}], each with its own counts: "
                                  "the rows' notes in the JSON and CSV)" if more else "")
             for k, (impl, dtype, text, more) in enumerate(foot, 1)]
-    legend = ["* first size past a crossing with torch; h host-bound (host time per launch >= device time)"]
+    legend = ["* first size past a crossing with torch; h host-bound (host time per launch >= "
+              f"{HOST_BOUND_FRACTION:g} x device time: the GB/s are the host's launch rate, not memory's)"]
     return "\n".join(_align(lines) + foot + legend + ["where each rung crosses torch:"]
                      + ["  " + l for l in crossing_lines(rows, impls)])
 
@@ -211,7 +212,8 @@ def baseline_table(rows):
                       f"{r['pct_peak']:.1f}" if r["pct_peak"] is not None else "-", f"{r['iqr_pct']:.1f}",
                       f"{cc['do_bench_gbps']:.0f}" if cc.get("available") else "-",
                       f"{cc['ratio']:.3f}" if cc.get("available") else "-", r.get("note") or ""])
-    return "\n".join(_align(lines, last_left=True) + ["h host-bound (host time per launch >= device time)"])
+    return "\n".join(_align(lines, last_left=True) + [f"h host-bound (host time per launch >= {HOST_BOUND_FRACTION:g} x "
+                                                       "device time: the GB/s are the host's launch rate, not memory's)"])
 
 
 CSV_COLUMNS = ["shape", "dtype", "sweeps", "numel", "traffic_mb", "impl", "status", "method", "median_us",
