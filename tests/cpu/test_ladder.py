@@ -600,3 +600,28 @@ def test_host_bound_is_host_time_near_device_time_not_above_it():
     assert not report.summarize(case, {"torch": [timing.Timing(1e-5, 0.85e-5)]}, method=timing.EVENTS_HOST)[0]["host_bound"]
     table = report.ladder_table(list(rows.values()), ["v5", "torch"])
     assert table.split("\n")[2].split()[4:6] == ["4h", "4"]  # v5 host-bound, torch (same GB/s: one case) not
+
+
+def test_progress_counts_only_what_is_timed(tmp_path, monkeypatch, capsys):
+    """A rung refused by the check step is not timed: the bar's total leaves it out, so the
+    bar ends full (v4 refused here, as in the gate test above)."""
+    _fake_gpu_mode(monkeypatch, _FakeRelu)
+    bars = []
+
+    class Bar:
+        def __init__(self, total, desc):
+            self.total, self.done = total, 0
+            bars.append(self)
+
+        def __call__(self, n=1):
+            self.done += n
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(gpu, "Progress", Bar)
+    rc = cli.main(["--mode", "gpu", "--rungs", "v4", "v5", "--sweeps", "shapes", "--rounds", "3", "--iters", "2",
+                   "--warmup", "1", "--out", str(tmp_path)])
+    assert rc == 1, capsys.readouterr().out
+    (bar,) = bars
+    assert bar.total == bar.done == 1 * 2 * 3  # one case, v5 and torch, 3 rounds
