@@ -7,6 +7,9 @@ whole size curve.
     .venv/bin/python -m benchmarks.ladder --mode baseline  torch's relu alone, on whatever GPU torch
                                                            sees (CUDA or ROCm)
     .venv/bin/python -m benchmarks.ladder --mode nogpu     the no-GPU report even on a GPU machine
+    .venv/bin/python -m benchmarks.ladder --rungs-from stand-in
+                                                           the gpu mode end to end on any GPU, each
+                                                           rung a bit-exact torch stand-in (rungs.py)
     .venv/bin/python -m benchmarks.ladder --help           every option
 
 Run from the repository root. One file per responsibility:
@@ -18,6 +21,8 @@ Run from the repository root. One file per responsibility:
     timing.py   how a point is timed (the policy is in its docstring)
     report.py   rows, tables, where each rung crosses torch, CSV, plot
     gpu.py      the gpu and baseline modes (correctness, then timing, then the report)
+    rungs.py    where the gpu mode's rungs and its device check come from (--rungs-from): the
+                shipped kernels on a gfx950, or the stand-in
     nogpu.py    the no-GPU report: ISA, virtual-device instruction counts, host overhead;
                 its sections run in their own processes and hand back JSON files
     __main__.py the command line: chooses the mode

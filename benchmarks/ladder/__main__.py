@@ -10,7 +10,7 @@ from flash_relu_rocm.dtypes import DTYPES
 from flash_relu_rocm.registry import RUNGS
 
 from . import __doc__ as PACKAGE_DOC
-from . import gpu, nogpu, timing
+from . import gpu, nogpu, rungs, timing
 from .cases import SWEEPS
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -30,6 +30,10 @@ def parser():
     p.add_argument("--iters", type=int, default=timing.ITERS)
     p.add_argument("--warmup", type=int, default=timing.WARMUP)
     p.add_argument("--variant", help="time a built variant folder (relu-build/build/torch-rocm) instead of the source")
+    p.add_argument("--rungs-from", choices=sorted(rungs.SOURCES), default=rungs.DEFAULT,
+                   help="where the gpu mode's rungs come from: relu_flydsl (the shipped kernels, on a gfx950; "
+                        "default) or stand-in (torch ops under the bit rule, on any GPU: every step of the "
+                        "gpu mode runs, but its numbers are torch's, not the ladder's)")
     p.add_argument("--section", choices=sorted(nogpu.SECTIONS), help=argparse.SUPPRESS)  # a no-GPU section's child
     p.add_argument("--section-json", help=argparse.SUPPRESS)                              # ... and its result file
     return p
@@ -38,11 +42,14 @@ def parser():
 def main(argv=None):
     p = parser()
     args = p.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # for the report's "command"
     if args.section:
         if not args.section_json:
             p.error("--section needs --section-json FILE")
         return nogpu.section_child(args.section, args.section_json)
     if args.mode == "baseline":
+        if args.rungs_from != rungs.DEFAULT:
+            p.error("--rungs-from is for the gpu mode; the baseline mode times torch alone")
         has_gpu, what = gpu.any_gpu()
         if not has_gpu:
             print(f"benchmarks.ladder --mode baseline: NO GPU HERE: {what}. Nothing was timed.\n"
@@ -51,12 +58,20 @@ def main(argv=None):
                   "from the repository root for the no-GPU report.", file=sys.stderr)
             return 2
         return gpu.gpu_main(args, baseline=True)
-    ok, why = gpu.gfx950_device()
+    source = rungs.source(args.rungs_from)
+    if source.name != rungs.DEFAULT:  # a stand-in is for the gpu mode alone: never a no-GPU report
+        if args.mode == "nogpu":
+            p.error(f"--rungs-from {source.name} runs the gpu mode; --mode nogpu reports the shipped kernels")
+        if args.variant:
+            p.error(f"--variant times built kernels; --rungs-from {source.name} has none")
+        args.mode = "gpu"
+    ok, why = source.device()  # the device check goes through the source, never around it
     if args.mode == "gpu" and not ok:
-        p.error(f"--mode gpu needs a gfx950 device: {why}")
+        p.error(f"--mode gpu{'' if source.name == rungs.DEFAULT else ' --rungs-from ' + source.name} "
+                f"needs {source.needs}: {why}")
     if args.mode == "nogpu" or not ok:
         return nogpu.nogpu_main(args, why if not ok else "--mode nogpu")
-    return gpu.gpu_main(args)
+    return gpu.gpu_main(args, source=source)
 
 
 if __name__ == "__main__":

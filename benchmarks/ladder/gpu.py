@@ -2,17 +2,20 @@
 
 gpu (a gfx950 device): every asked rung and torch (`torch.clamp(x, min=0, out=out)`, as in
 the reference post, "Beating torch.relu with FlyDSL: A Hands-On Guide to Bandwidth-Bound Kernels").
+The rungs come from a RungSource (rungs.py, `--rungs-from`): the shipped kernels, or a
+stand-in that runs every step of this mode on any GPU.
 baseline (any GPU torch sees, CUDA or ROCm): torch alone, no FlyDSL, no `kernels`. A rung that fails a check gets no bandwidth number; exit status 1 then.
 """
 
 import json
 import platform
+import shlex
 import statistics
 import sys
 from pathlib import Path
 
 from .. import relu_semantics
-from . import checks, report, timing
+from . import checks, report, rungs, timing
 from .cases import cases
 from .progress import Progress
 from .report import TORCH
@@ -75,19 +78,20 @@ def _bind(call, x, out):
     return lambda: call(x, out)
 
 
-def check_all(mod, impls, dtypes):
-    """Correctness before any timing. ({(impl, dtype): reason}, {dtype: torch's note})."""
+def check_all(mod, impls, dtypes, sizes=None):
+    """Correctness before any timing, on `sizes` (default checks.CHECK_SIZES).
+    ({(impl, dtype): reason}, {dtype: torch's note})."""
     failed, notes = {}, {}
     for dtype in dtypes:
         for impl in impls:
             if impl == TORCH:
-                fails, diff = checks.check_baseline(_impl_call(mod, impl), dtype, DEVICE)
+                fails, diff = checks.check_baseline(_impl_call(mod, impl), dtype, DEVICE, sizes)
                 if diff.any:
                     notes[dtype] = diff.note()
                 how = "values as torch specifies relu: +0.0 == -0.0, NaN where NaN; guards; input"
             else:
                 before = mod.dispatch_stats()
-                fails = checks.check_impl(_impl_call(mod, impl), dtype, DEVICE)
+                fails = checks.check_impl(_impl_call(mod, impl), dtype, DEVICE, sizes)
                 why = checks.kernel_path_ran(before, mod.dispatch_stats(), impl, dtype)
                 if why:
                     fails.append(why)
@@ -149,22 +153,27 @@ def time_case(case, mod, impls, failed, args, peak, bar):
     return rows
 
 
-def run_gpu(args, baseline=False):
-    """Correctness, then timing. baseline=True: torch only, on any GPU torch sees (no FlyDSL)."""
+def run_gpu(args, baseline=False, source=None):
+    """Correctness, then timing. baseline=True: torch only, on any GPU torch sees (no FlyDSL).
+    The rungs come from `source` (a rungs.RungSource; default the shipped kernels)."""
     torch = _torch()
     if baseline:
         mod, impls = None, [TORCH]
     else:
-        mod = load_relu(args.variant)
+        source = source or rungs.source()
+        mod = source.load(args.variant)
         impls = list(args.rungs) + [TORCH]
     peak, _ = args.peak
     all_cases = cases(tuple(args.dtypes), tuple(args.sweeps))
     print(f"device: {_device_name()}; torch {torch.__version__}; "
           f"{len(all_cases)} cases x {len(impls)} implementations; {args.rounds} rounds of "
           f"{args.warmup} warm-ups + {args.iters} timed launches; median reported")
+    if not baseline:
+        print(f"rungs: {source.what}")
     failed, check_notes = check_all(mod, impls, args.dtypes)
     rows = []
-    bar = Progress(len(all_cases) * len(impls) * args.rounds, "timing")
+    timed = sum(1 for c in all_cases for i in impls if (i, c.dtype) not in failed)  # a failed check is not timed
+    bar = Progress(timed * args.rounds, "timing")
     for case in all_cases:
         rows += time_case(case, mod, impls, failed, args, peak, bar)
     bar.close()
@@ -175,28 +184,39 @@ def environment():
     torch = _torch()
     env = {"python": platform.python_version(), "torch": torch.__version__, "host": platform.node(),
            "cpu": platform.processor() or platform.machine()}
-    try:
-        import flydsl
+    try:  # the installed distribution's version: importing flydsl is not needed, and can fail otherwise
+        from importlib.metadata import PackageNotFoundError, version
 
-        env["flydsl"] = getattr(flydsl, "__version__", "?")
-    except ImportError:
+        env["flydsl"] = version("flydsl")
+    except PackageNotFoundError:
         env["flydsl"] = None
     if torch.cuda.is_available():
         env["gpu"] = torch.cuda.get_device_name(0)
     return env
 
 
-def gpu_main(args, baseline=False):
+def command(args):
+    """The command line as typed from the repository root (under -m, sys.argv[0] is __main__.py's
+    path; main(argv) called from Python has its own argv)."""
+    argv = getattr(args, "argv", None)
+    argv = sys.argv[1:] if argv is None else argv
+    return " ".join([Path(sys.executable).name, "-m", "benchmarks.ladder"] + [shlex.quote(a) for a in argv])
+
+
+def gpu_main(args, baseline=False, source=None):
+    source = None if baseline else (source or rungs.source())
     gpu = _device_name()
-    args.peak = report.peak_for(gpu, gfx950=not baseline)
-    rows, impls, check_notes = run_gpu(args, baseline)
+    on_gfx950 = source is not None and source.gfx950
+    args.peak = report.peak_for(gpu, gfx950=on_gfx950)
+    rows, impls, check_notes = run_gpu(args, baseline, source)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = "baseline" if baseline else "ladder"
     meta = environment()
     observed = relu_semantics.observe_torch(DEVICE)  # what torch does to -0.0, NaN payloads, denormals here
     peak, peak_label = args.peak
-    meta.update(mode="baseline" if baseline else "gpu",
+    meta.update(mode="baseline" if baseline else "gpu", rungs_from=None if baseline else source.name,
+                rungs=None if baseline else source.what,
                 method={m: timing.describe(m, args.iters, args.warmup, args.rounds)
                         for m in (timing.EVENTS, timing.EVENTS_HOST)},
                 host_timed_below_bytes=timing.HOST_TIMED_BELOW,
@@ -206,13 +226,14 @@ def gpu_main(args, baseline=False):
                                "departures from the bit rule reported as notes"},
                 torch_check_notes=check_notes, torch_relu_observed=observed,
                 crossings=report.crossings(rows),
-                peak_gbps=peak, peak_label=peak_label, command=" ".join([Path(sys.executable).name] + sys.argv))
+                peak_gbps=peak, peak_label=peak_label, command=command(args))
     (out / f"{stem}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
     report.write_csv(rows, out / f"{stem}.csv")
-    what = "torch baseline" if baseline else "relu-flydsl ladder"
+    what = "torch baseline" if baseline else (
+        "relu-flydsl ladder" if on_gfx950 else f"relu-flydsl ladder harness, {source.what},")
     try:
         report.plot(rows, out / f"{stem}.png", impls, peak=peak, peak_label=peak_label, title=f"{what} on {gpu}",
-                    caches=not baseline or any(k in gpu for k in ("MI350", "MI355")))
+                    caches=on_gfx950 or any(k in gpu for k in ("MI350", "MI355")))
         png = f", {stem}.png"
     except ImportError as e:
         png = f" (no {stem}.png: {e})"

@@ -7,10 +7,11 @@ torch's GB/s, the timing method, and for small sizes the host time per launch.
 
 import csv
 import math
+import re
 import statistics
 
 from .cases import L2_BYTES, LLC_BYTES
-from .timing import EVENTS, Timing
+from .timing import EVENTS, HOST_BOUND_FRACTION, Timing
 
 TORCH = "torch"
 PEAK_GBPS = 8000.0  # MI350X / MI355X HBM3E, the device the ladder is built for
@@ -70,7 +71,7 @@ def summarize(case, samples, failed=None, peak=PEAK_GBPS, notes=None, method=EVE
                        vs_torch=(g / torch_gbps) if torch_gbps else None,
                        iqr_pct=100.0 * (q3 - q1) / med[impl], samples_us=[t * 1e6 for t in s],
                        host_us=host * 1e6 if host is not None else None,
-                       host_bound=(host >= med[impl]) if host is not None else None)
+                       host_bound=(host >= HOST_BOUND_FRACTION * med[impl]) if host is not None else None)
         rows.append(row)
     return rows
 
@@ -149,13 +150,15 @@ def _align(lines, right=True, last_left=False):
 
 def ladder_table(rows, impls):
     """GB/s per case, one column per implementation; '*' marks the first size after a rung
-    crosses torch; 'h' marks a host-bound timing (host time >= device time)."""
+    crosses torch; 'h' marks a host-bound timing (timing.HOST_BOUND_FRACTION). A note is a
+    footnote [n]; notes of one implementation and dtype that differ only in their counts
+    share one (a device's departure from the bit rule shows in every case)."""
     by_case = {}
     for r in rows:
         by_case.setdefault((r["dtype"], r["traffic_mb"], r["shape"]), {})[r["impl"]] = r
     first_after = {(c["dtype"], c["impl"], c["hi_mb"]) for c in crossings(rows)}
     head = ["shape", "dtype", "traffic MB", "method"] + list(impls) + ["best / torch", "torch host us"]
-    lines, foot = [head], []
+    lines, foot, foot_of = [head], [], {}  # foot: [impl, dtype, first case's note, more cases sharing it]
     for (dtype, mb, shape), per in sorted(by_case.items()):
         method = next(iter(per.values()))["method"]
         cells = [shape, dtype, f"{mb:.3g}" if mb < 10 else f"{mb:.0f}", method]
@@ -170,8 +173,13 @@ def ladder_table(rows, impls):
                 mark = ("*" if (dtype, i, mb) in first_after else "") + ("h" if r.get("host_bound") else "")
                 cell = f"{r['gbps']:.0f}{mark}"
                 if r.get("note"):  # a footnote: the note is too long for a cell
-                    foot.append(f"[{len(foot) + 1}] {i}, {shape} {dtype}: {r['note']}")
-                    cell += f" [{len(foot)}]"
+                    key = (i, dtype, re.sub(r"\d+", "#", r["note"]))
+                    if key not in foot_of:
+                        foot.append([i, dtype, f"{i}, {shape} {dtype}: {r['note']}", 0])
+                        foot_of[key] = len(foot)
+                    else:
+                        foot[foot_of[key] - 1][3] += 1
+                    cell += f" [{foot_of[key]}]"
                 cells.append(cell)
                 if i != TORCH and (best is None or r["gbps"] > best):
                     best = r["gbps"]
@@ -179,7 +187,11 @@ def ladder_table(rows, impls):
         cells.append(f"{best / t['gbps']:.2f}x" if best and t and t["gbps"] else "-")
         cells.append(f"{t['host_us']:.1f}" if t and t.get("host_us") is not None else "-")
         lines.append(cells)
-    legend = ["* first size past a crossing with torch; h host-bound (host time per launch >= device time)"]
+    foot = [f"[{k}] {text}" + (f" (and {more} more {impl} {dtype} cases marked [{k}], each with its own counts: "
+                                 "the rows' notes in the JSON and CSV)" if more else "")
+            for k, (impl, dtype, text, more) in enumerate(foot, 1)]
+    legend = ["* first size past a crossing with torch; h host-bound (host time per launch >= "
+              f"{HOST_BOUND_FRACTION:g} x device time: the GB/s are the host's launch rate, not memory's)"]
     return "\n".join(_align(lines) + foot + legend + ["where each rung crosses torch:"]
                      + ["  " + l for l in crossing_lines(rows, impls)])
 
@@ -200,7 +212,8 @@ def baseline_table(rows):
                       f"{r['pct_peak']:.1f}" if r["pct_peak"] is not None else "-", f"{r['iqr_pct']:.1f}",
                       f"{cc['do_bench_gbps']:.0f}" if cc.get("available") else "-",
                       f"{cc['ratio']:.3f}" if cc.get("available") else "-", r.get("note") or ""])
-    return "\n".join(_align(lines, last_left=True) + ["h host-bound (host time per launch >= device time)"])
+    return "\n".join(_align(lines, last_left=True) + [f"h host-bound (host time per launch >= {HOST_BOUND_FRACTION:g} x "
+                                                       "device time: the GB/s are the host's launch rate, not memory's)"])
 
 
 CSV_COLUMNS = ["shape", "dtype", "sweeps", "numel", "traffic_mb", "impl", "status", "method", "median_us",

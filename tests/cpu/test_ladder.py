@@ -484,3 +484,144 @@ def test_gpu_mode_refuses_a_rung_whose_timed_calls_fell_back(tmp_path, monkeypat
     assert "check v5    bfloat16 ok" in out  # the checks passed ...
     rows = {r["impl"]: r for r in json.loads((tmp_path / "ladder.json").read_text())["rows"]}
     assert rows["v5"]["gbps"] is None and "other paths" in rows["v5"]["status"]  # ... the window did not
+
+
+# ---- the rung source seam (benchmarks/ladder/rungs.py, --rungs-from) ------------------------
+from benchmarks.ladder import rungs  # noqa: E402
+
+ALL_DTYPES = list(rs.INT_VIEW)  # every served dtype, int8 too
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_stand_in_rungs_obey_the_bit_rule_and_count_the_real_path(dtype):
+    """The stand-in passes the rungs' own gate (every special value, -0.0 and NaN payloads
+    kept: torch.relu on CUDA would not) and counts its calls as the real rung's."""
+    standin = rungs.source(rungs.STAND_IN).load(None)
+    for rung in ("v1", "v5"):
+        assert checks.check_impl(lambda x, out, r=rung: standin.relu(x, out=out, rung=r), dtype, "cpu", SMALL) == []
+        assert standin.dispatch_stats()[f"flydsl/{rung}/{dtype}"] == len(SMALL)
+    x = checks.check_input(1000, dtype, "cpu", seed=5)
+    assert torch.equal(checks.bits(standin.relu(x)), checks.bits(checks.bit_rule(x)))  # out=None too
+    with pytest.raises(ValueError, match="unknown rung"):
+        standin.relu(x, rung="v9")
+
+
+def test_stand_in_gpu_mode_end_to_end_without_flydsl(tmp_path, monkeypatch, capsys):
+    """--rungs-from stand-in on a non-gfx950 GPU (here the CPU, with a fake timer): the device
+    check is the source's, nothing imports flydsl, kernels or relu_flydsl, every rung is
+    checked and timed, and the report names the stand-in and the device's own peak."""
+    for name in ("flydsl", "kernels", "relu_flydsl"):
+        monkeypatch.setitem(sys.modules, name, None)  # any import of them now fails
+    monkeypatch.setattr(gpu, "DEVICE", "cpu")
+    monkeypatch.setattr(gpu, "any_gpu", lambda: (True, "NVIDIA H200"))
+    monkeypatch.setattr(gpu, "_device_name", lambda: "NVIDIA H200")
+    monkeypatch.setattr(gpu, "gfx950_device", lambda: pytest.fail("the stand-in asked for a gfx950"))
+    monkeypatch.setattr(cases_mod.workloads, "POST_SHAPES", ((64, 256), (256, 1024)))
+    monkeypatch.setattr(checks, "CHECK_SIZES", SMALL)
+    monkeypatch.setattr(timing, "time_launches",
+                        lambda fn, iters, warmup, host=False: [fn() for _ in range(iters + warmup)]
+                        and timing.Timing(1e-5, 2e-5 if host else None))
+    monkeypatch.setattr(rs.observe, "__defaults__", (rs.DTYPES, 256))
+    argv = ["--rungs-from", "stand-in", "--dtypes", "bfloat16", "int8", "--sweeps", "shapes", "--rounds", "2",
+            "--iters", "2", "--warmup", "1", "--out", str(tmp_path)]
+    rc = cli.main(argv)
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "rungs: stand-in rungs (torch.where under the bit rule; not the gfx950 kernels)" in out
+    for rung in ("v1", "v2", "v3", "v4", "v5"):
+        for dtype in ("bfloat16", "int8"):
+            assert f"check {rung:5s} {dtype:8s} ok [bit rule; guards; input; kernel path]" in out
+    doc = json.loads((tmp_path / "ladder.json").read_text())
+    rows = doc["rows"]
+    assert len(rows) == 2 * 2 * 6 and all(r["status"] == "ok" and r["gbps"] for r in rows)
+    meta = doc["meta"]
+    assert meta["rungs_from"] == "stand-in" and meta["mode"] == "gpu"
+    assert meta["peak_label"] == "H200 peak 4.8 TB/s (datasheet)" and "MI350X" not in out.split("GB/s (median")[1]
+    assert meta["command"].endswith(" -m benchmarks.ladder " + " ".join(argv))  # as typed, not pytest's argv
+    assert (tmp_path / "ladder.csv").read_text().count("\n") == 1 + len(rows)
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:  # the report says why there is no plot
+        assert "(no ladder.png: " in out
+    else:
+        assert (tmp_path / "ladder.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_device_check_goes_through_the_source(monkeypatch, capsys):
+    """No GPU: --rungs-from stand-in refuses with the stand-in's own reason; the default source
+    still asks for a gfx950 (and, in auto mode, falls to the no-GPU report: not run here)."""
+    monkeypatch.setattr(gpu, "any_gpu", lambda: (False, "torch sees no CUDA or ROCm GPU"))
+    with pytest.raises(SystemExit):
+        cli.main(["--rungs-from", "stand-in"])
+    err = capsys.readouterr().err
+    assert "--rungs-from stand-in needs a GPU torch sees (CUDA or ROCm): torch sees no CUDA or ROCm GPU" in err
+    monkeypatch.setattr(gpu, "gfx950_device", lambda: (False, "device 0 is sm_90, not gfx950"))
+    with pytest.raises(SystemExit):
+        cli.main(["--mode", "gpu"])
+    assert "--mode gpu needs a gfx950 device: device 0 is sm_90, not gfx950" in capsys.readouterr().err
+    for bad in (["--rungs-from", "stand-in", "--mode", "nogpu"], ["--rungs-from", "stand-in", "--mode", "baseline"],
+                ["--rungs-from", "stand-in", "--variant", "relu-build/build/torch-rocm"]):
+        with pytest.raises(SystemExit):
+            cli.main(bad)
+
+
+def test_notes_that_differ_only_in_counts_share_one_footnote():
+    """A device's departure from the bit rule shows in every case: one footnote per
+    implementation, dtype and note (its counts aside), not one per case; another note gets its own."""
+    rows = []
+    for n in (1024, 4096, 8192):
+        rows += report.summarize(cases_mod.Case((n,), "bfloat16", ("curve",)), {"v5": [1e-5], "torch": [2e-5]},
+                                 notes={"torch": f"torch on this device: -0.0 -> +0.0 in 3 of {n} elements"})
+    rows += report.summarize(cases_mod.Case((16384,), "bfloat16", ("curve",)), {"v5": [1e-5], "torch": [2e-5]},
+                             notes={"torch": "torch on this device: NaN bits changed in 2 of 16384 elements"})
+    rows += report.summarize(cases_mod.Case((1024,), "float32", ("curve",)), {"v5": [1e-5], "torch": [2e-5]},
+                             notes={"torch": "torch on this device: -0.0 -> +0.0 in 3 of 1024 elements"})
+    table = report.ladder_table(rows, ["v5", "torch"])
+    cells = table.split("\n[1] ")[0]  # the rows, before the footnotes
+    assert cells.count(" [1]") == 3 and cells.count(" [2]") == 1 and cells.count(" [3]") == 1
+    assert ("[1] torch, 1024 bfloat16: torch on this device: -0.0 -> +0.0 in 3 of 1024 elements (and 2 more torch "
+            "bfloat16 cases marked [1]") in table
+    assert "[2] torch, 16384 bfloat16: torch on this device: NaN bits changed in 2 of 16384 elements\n" in table
+    assert "[3] torch, 1024 float32: torch on this device: -0.0 -> +0.0 in 3 of 1024 elements\n" in table
+    assert "[4]" not in table
+
+
+def test_host_bound_is_host_time_near_device_time_not_above_it():
+    """A host-bound loop's device events span the host's loop plus the last kernel: device time
+    stays a little above host time (host / device 0.96-0.99 on an NVIDIA H200 at every
+    host-bound size). host >= device would mark none of those; 0.9 x device marks them, and
+    not a device-bound point whose host time is well under its device time."""
+    case = cases_mod.Case((16384,), "bfloat16", ("curve",))
+    measured = {"v5": [timing.Timing(18.32e-6, 18.16e-6)] * 3,     # 0.066 MB on the H200: host-bound
+                "torch": [timing.Timing(16.41e-6, 8.63e-6)] * 3}   # 60 MB: the kernel is the limit
+    rows = {r["impl"]: r for r in report.summarize(case, measured, method=timing.EVENTS_HOST)}
+    assert rows["v5"]["host_bound"] is True and rows["torch"]["host_bound"] is False
+    assert report.summarize(case, {"torch": [timing.Timing(1e-5, 0.9e-5)]}, method=timing.EVENTS_HOST)[0]["host_bound"]
+    assert not report.summarize(case, {"torch": [timing.Timing(1e-5, 0.85e-5)]}, method=timing.EVENTS_HOST)[0]["host_bound"]
+    table = report.ladder_table(list(rows.values()), ["v5", "torch"])
+    assert table.split("\n")[2].split()[4:6] == ["4h", "4"]  # v5 host-bound, torch (same GB/s: one case) not
+
+
+def test_progress_counts_only_what_is_timed(tmp_path, monkeypatch, capsys):
+    """A rung refused by the check step is not timed: the bar's total leaves it out, so the
+    bar ends full (v4 refused here, as in the gate test above)."""
+    _fake_gpu_mode(monkeypatch, _FakeRelu)
+    bars = []
+
+    class Bar:
+        def __init__(self, total, desc):
+            self.total, self.done = total, 0
+            bars.append(self)
+
+        def __call__(self, n=1):
+            self.done += n
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(gpu, "Progress", Bar)
+    rc = cli.main(["--mode", "gpu", "--rungs", "v4", "v5", "--sweeps", "shapes", "--rounds", "3", "--iters", "2",
+                   "--warmup", "1", "--out", str(tmp_path)])
+    assert rc == 1, capsys.readouterr().out
+    (bar,) = bars
+    assert bar.total == bar.done == 1 * 2 * 3  # one case, v5 and torch, 3 rounds
