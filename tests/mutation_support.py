@@ -318,7 +318,7 @@ DISPATCH_MUTANTS = (
        _G, "relu", "not x.is_neg()", "True", "new_out_on_the_hot_path"),
     _m("fast-miss-to-torch", "compiled entry: a gfx950 call without a ready entry served by torch (no first use)",
        _E, "serve", "if (e == NULL) goto general;", "if (e == NULL) return fallback(x, out, off_hit);",
-       "new_out_on_the_hot_path"),
+       "overlap_in_bytes"),
     _m("sha256-missing-unchecked", "code objects: an entry with no or an empty sha256 loaded unchecked",
        _O, "read_verified", "hashlib.sha256(data).hexdigest() != e.get('sha256')",
        "e.get('sha256') and hashlib.sha256(data).hexdigest() != e.get('sha256')", "entry_without_sha256"),
@@ -556,6 +556,8 @@ def run_scenarios(dev, pkg, mutant: Mutant, names, first_only=True) -> Result:
                 mp.delenv(var, raising=False)
             try:
                 table[name](H.Ctx(pkg, dev, mp))
+                status = pkg._compiled_entry.status()
+                assert status["loaded"], f"the scenario unloaded the compiled entry: {status['reason']}"
             except (Exception, pytest.fail.Exception) as e:
                 first = (str(e).strip().splitlines() or [""])[0][:200]
                 failing[name] = {name: f"{type(e).__name__}: {first}"}
@@ -728,6 +730,10 @@ CHECK_MUTANTS = (
     CheckMutant("release-missing-surface-unchecked", "release: a record without a surface compared as no change",
                 _REL, "surface_changes", "key not in m", "False",
                 ("test_release_tool", "test_a_release_record_without_a_surface_cannot_be_compared", {})),
+    CheckMutant("entry-sha256-unchecked", "compiled entry: the binary loaded without its sha256 check",
+                "torch-ext/relu_flydsl/_compiled_entry.py", "_verified_bytes",
+                "hashlib.sha256(data).hexdigest() != meta['sha256']", "False",
+                ("test_compiled_entry", "test_a_damaged_binary_is_not_loaded", {})),
     CheckMutant("stale-sha256-skipped", "build: stale() does not check the objects' sha256",
                 _B, "stale", "if hashlib.sha256(data).hexdigest() != entry.get('sha256'):\n"
                 "    return f'{key}: {path.name} does not match its sha256 in the manifest'", "",

@@ -88,7 +88,7 @@ def registered(vgpu, monkeypatch):
         finally:
             for r in regions:
                 vgpu.memory.remove(r)
-            dispatch.STATE.fast.clear()  # no fast-path entry: the next call comes here too
+            dispatch.STATE.refresh()  # no compiled-entry entry: the next call comes here too
 
     monkeypatch.setattr(dispatch, "run", run)
     return calls

@@ -58,7 +58,12 @@ def test_source_tree_objects_are_current(manifest):
 
 def test_manifest_schema(manifest):
     assert manifest["format"] == 1 and manifest["arch"] == "gfx950"
-    assert set(manifest) == {"format", "arch", "toolchain", "source_sha256", "kernels"}
+    assert set(manifest) == {"format", "arch", "toolchain", "source_sha256", "kernels", "entry"}
+    entry = manifest["entry"]  # the compiled entry (flash_relu_rocm/build.py build_entry)
+    assert set(entry) == {"file", "abi", "toolchain", "source_sha256", "sha256"}
+    assert entry["file"] == build.ENTRY_FILE and entry["abi"] == build.ENTRY_ABI == "cp310-abi3"
+    assert entry["source_sha256"] == build.entry_source_sha256(entry["toolchain"])
+    assert re.fullmatch(r"[0-9a-f]{64}", entry["sha256"])
     assert manifest["toolchain"]["flydsl"] == build.PINNED_FLYDSL == "0.5.0"
     assert re.fullmatch(r".*LLD \d+\.\d+\.\d+.*", manifest["toolchain"]["llvm"]), manifest["toolchain"]
     assert set(manifest["toolchain"]) == {"flydsl", "llvm"}
@@ -83,7 +88,9 @@ def test_every_planner_kernel_is_built(manifest):
 
 def test_each_file_matches_its_sha256_and_nothing_else_is_there(manifest):
     files = {e["file"] for e in manifest["kernels"].values()}
-    assert sorted(p.name for p in OBJECTS.iterdir()) == sorted(files | {"manifest.json"})
+    assert sorted(p.name for p in OBJECTS.iterdir()) == sorted(files | {"manifest.json", manifest["entry"]["file"]})
+    entry = (OBJECTS / manifest["entry"]["file"]).read_bytes()
+    assert hashlib.sha256(entry).hexdigest() == manifest["entry"]["sha256"] and entry[:4] == b"\x7fELF"
     for key, entry in manifest["kernels"].items():
         data = (OBJECTS / entry["file"]).read_bytes()
         assert hashlib.sha256(data).hexdigest() == entry["sha256"], key
@@ -206,7 +213,13 @@ def test_two_builds_give_identical_bytes_and_match_the_shipped_objects(manifest,
     elsewhere = tmp_path / "another" / "checkout"
     for part in ("flash_relu_rocm", "tools"):
         shutil.copytree(ROOT / part, elsewhere / part, ignore=shutil.ignore_patterns("__pycache__", "build"))
+    (elsewhere / build.ENTRY_SOURCE.relative_to(ROOT)).parent.mkdir(parents=True)
+    shutil.copy2(build.ENTRY_SOURCE, elsewhere / build.ENTRY_SOURCE.relative_to(ROOT))
     second = _fresh_build(tmp_path / "b", tmp_path / "home-b", elsewhere)
+    # the compiled entry: the same bytes from both, and the shipped ones
+    name = build.ENTRY_FILE
+    assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes() == (OBJECTS / name).read_bytes()
+    assert first["entry"] == second["entry"] == manifest["entry"]
     assert sorted(first["kernels"]) == sorted(SAMPLE)
     for key in SAMPLE:
         name = manifest["kernels"][key]["file"]

@@ -424,9 +424,11 @@ def other_arch(c):
         x, _ = c.dev.guarded((n,), F32, name="x", device=1)
         x.copy_(torch.randn(n, generator=torch.Generator().manual_seed(seed)))
         out, obuf = c.dev.guarded((n,), F32, name="out", device=1)
-        launches = len(c.dev.launches)
+        launches, general = len(c.dev.launches), c.general
         assert c.relu(x, out=out) is out
         assert c.dev.launches[launches:] == [], "a gfx950 kernel launched on a gfx942"
+        if seed > 19:  # device 1 learned: its fallback served by the compiled entry
+            assert c.general == general, "the gfx942's fallback left to the general path"
         assert torch.equal(out, torch.relu(x))
         S.assert_guards(obuf, out)
 
@@ -515,5 +517,6 @@ def test_hot_path(vgpu, monkeypatch, name):
     vgpu.errors_expected = name.startswith("split_launch_fails")  # the faults it injects; it checks them itself
     try:
         SCENARIOS[name](Ctx(relu_flydsl, vgpu, monkeypatch))
+        assert relu_flydsl._compiled_entry.status()["loaded"], "the scenario unloaded the compiled entry"
     finally:
         relu_flydsl._state.STATE.reset()

@@ -402,7 +402,7 @@ def test_cached_entry_launches_are_exact(vgpu, monkeypatch, rung, dtype, limits)
         _checked_call(vgpu, rung, dtype, n, seed=11)
         entries = [e for e in state.entries.values() if e.plan.rung == rung and e.plan.launches[-1].stop == n]
         assert len(entries) == 1 and entries[0].function is not None
-        replayed = sys.modules[relu_flydsl.__name__ + "._compiled_entry"].replays(entries[0], None)
+        replayed = sys.modules[relu_flydsl.__name__ + "._compiled_entry"].replays(entries[0], entries[0].key[0])
         assert replayed == (len(entries[0].plan.launches) == 1)
         for seed in (12, 13):
             launched = _checked_call(vgpu, rung, dtype, n, seed=seed)

@@ -70,8 +70,8 @@ def _why_not_here():
 
 def _verified_bytes():
     """The binary's bytes, only if they match the manifest's sha256; (bytes, manifest entry)."""
-    try:
-        meta = _objects.manifest().get("entry")
+    try:  # read, not cached: the kernels' first use reads it again (code objects may be replaced)
+        meta = _objects.read_manifest().get("entry")
     except _objects.ObjectError as e:
         raise ImportError(str(e)) from None
     if not isinstance(meta, dict) or not meta.get("file") or not meta.get("sha256"):
@@ -110,6 +110,7 @@ def _import(data: bytes):
 def load():
     """Load and initialise the compiled entry, or record why not. Returns status()."""
     global _module, _loaded, _reason, _file, SERVE
+    _module = _loaded = SERVE = STATE.replay = None  # a failed load leaves nothing of an earlier one
     why = _why_not_here()
     if why is None:
         try:
@@ -136,6 +137,8 @@ def load():
 def _restore():
     """As loaded (STATE.reset(): a fresh process), after an unload() or use(False)."""
     global _module, SERVE, _reason
+    if _loaded is None:
+        return
     _module, SERVE, _reason = _loaded, _loaded.serve, None
     STATE.replay = _loaded
     _publish()

@@ -47,6 +47,11 @@ def _read_manifest() -> dict:
     return manifest
 
 
+def read_manifest() -> dict:
+    """The manifest as it is on disk now (ObjectError when there is none usable)."""
+    return _read_manifest()
+
+
 def manifest() -> dict:
     """The manifest, read once (ObjectError when there is none usable)."""
     m = STATE.manifest

@@ -1,0 +1,128 @@
+"""The compiled entry fails safe: wherever it cannot load (a damaged, missing or unlisted
+binary, another platform or Python, the switch RELU_FLYDSL_ENTRY=0), relu() serves exactly
+as through it, from Python, and says why once (one RuntimeWarning at the first call that
+reaches the general path; _compiled_entry.status() names the reason). Each case reloads the
+package's real loader (_compiled_entry.load()) against a changed copy of code_objects/ or a
+changed check, then loads the shipped binary again."""
+
+import contextlib
+import hashlib
+import json
+import shutil
+import types
+import warnings
+
+import pytest
+import torch
+
+import relu_flydsl
+from relu_flydsl import _compiled_entry, _objects, _relu
+from relu_flydsl._state import STATE
+
+NO_DEVICE = "fallback/not a ROCm device"
+
+
+@contextlib.contextmanager
+def _loaded_from(objects_dir, monkeypatch, **patches):
+    """_compiled_entry.load() with code objects from `objects_dir` and module attributes
+    patched; the shipped binary loaded again afterwards."""
+    with monkeypatch.context() as mp:
+        mp.setattr(_objects, "OBJECTS_DIR", objects_dir)
+        for name, value in patches.items():
+            mp.setattr(_compiled_entry, name, value)
+        STATE.manifest = None
+        try:
+            yield _compiled_entry.load()
+        finally:
+            mp.undo()
+            STATE.manifest = None
+            assert _compiled_entry.load()["loaded"], _compiled_entry.status()
+            STATE.reset()
+
+
+def _objects_copy(tmp_path, change):
+    dst = tmp_path / "code_objects"
+    shutil.copytree(_objects.OBJECTS_DIR, dst)
+    manifest = json.loads((dst / "manifest.json").read_text())
+    change(dst, manifest)
+    (dst / "manifest.json").write_text(json.dumps(manifest))
+    return dst
+
+
+def _flip(dst, manifest):
+    path = dst / manifest["entry"]["file"]
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def _remove(dst, manifest):
+    (dst / manifest["entry"]["file"]).unlink()
+
+
+def _unlist(dst, manifest):
+    del manifest["entry"]
+
+
+def _other_abi(dst, manifest):
+    manifest["entry"]["abi"] = "cp314-abi3"
+
+
+def _served_from_python(monkeypatch):
+    """Three calls: torch's results, counted as through the compiled entry, the general path
+    entered each time, one warning naming the reason."""
+    entered = []
+    check = _relu._check
+    monkeypatch.setattr(_relu, "_check", lambda *a: entered.append(a) or check(*a))
+    x = torch.tensor([-1.0, -0.0, float("nan"), 2.0])
+    y = torch.empty_like(x)
+    relu_flydsl.reset_dispatch_stats()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = [relu_flydsl.relu(x), relu_flydsl.relu(x, out=y), relu_flydsl.relu(x)]
+    for g in got:
+        assert torch.equal(g.view(torch.int32), torch.relu(x).view(torch.int32))
+    assert relu_flydsl.dispatch_stats() == {NO_DEVICE: 3}
+    assert len(entered) == 3, "the Python path serves every call"
+    return [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+
+
+@pytest.mark.parametrize("change, reason", [(_flip, "does not match its sha256"), (_remove, "unreadable"),
+                                            (_unlist, "no compiled entry in manifest.json"),
+                                            (_other_abi, "built for cp314-abi3")],
+                         ids=["damaged", "missing", "unlisted", "other-abi"])
+def test_an_unusable_binary_is_not_loaded(tmp_path, monkeypatch, change, reason):
+    with _loaded_from(_objects_copy(tmp_path, change), monkeypatch) as status:
+        assert not status["loaded"] and reason in status["reason"], status
+        assert _relu._compiled is None and STATE.replay is None
+        messages = _served_from_python(monkeypatch)
+        assert len(messages) == 1 and "compiled entry is not used" in messages[0] and reason in messages[0], messages
+
+
+def test_a_damaged_binary_is_not_loaded(tmp_path, monkeypatch):
+    """The sha256 check itself (the check mutant entry-sha256-unchecked must fail here)."""
+    with _loaded_from(_objects_copy(tmp_path, _flip), monkeypatch) as status:
+        assert not status["loaded"] and "sha256" in status["reason"], status
+
+
+@pytest.mark.parametrize("patch, reason", [
+    ({"PYTHONS": ((3, 12), (3, 13))}, "built for CPython 3.12-3.13"),
+    ({"ENV_ENTRY": "RELU_FLYDSL_TEST_ENTRY_OFF"}, "disabled by RELU_FLYDSL_TEST_ENTRY_OFF"),
+    ({"platform": types.SimpleNamespace(machine=lambda: "aarch64")}, "built for x86-64 Linux, not linux aarch64"),
+], ids=["other-python", "switched-off", "other-platform"])
+def test_where_it_cannot_serve_it_is_not_loaded(monkeypatch, patch, reason):
+    monkeypatch.setenv("RELU_FLYDSL_TEST_ENTRY_OFF", "0")
+    with _loaded_from(_objects.OBJECTS_DIR, monkeypatch, **patch) as status:
+        assert not status["loaded"] and reason in status["reason"], status
+        messages = _served_from_python(monkeypatch)
+        # switched off on purpose: said by status(), not warned
+        assert len(messages) == (0 if reason.startswith("disabled") else 1), messages
+
+
+def test_the_shipped_binary_is_the_manifests(monkeypatch):
+    """Loaded from the manifest's file, its sha256 the manifest's."""
+    status = _compiled_entry.status()
+    assert status["loaded"], status
+    meta = _objects.manifest()["entry"]
+    data = (_objects.OBJECTS_DIR / meta["file"]).read_bytes()
+    assert status["sha256"] == meta["sha256"] == hashlib.sha256(data).hexdigest()
