@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Virtual environments with torch for the CPython versions the compiled entry
 # (_relu_flydsl_entry.abi3.so, one limited-API binary for CPython 3.10-3.13) is tested on
-# besides the project's own 3.11: .venv-py310/ and .venv-py313/ (git-ignored), made from
-# pyenv's interpreters ($PYENV_ROOT/versions/3.10.N and 3.13.N, the newest N there).
+# besides the project's own 3.11: venv-py310/ and venv-py313/ in $OTHER_PYTHONS_DIR
+# (default ~/.cache/relu-flydsl), made from pyenv's interpreters ($PYENV_ROOT/versions/3.10.N
+# and 3.13.N, the newest N there). Outside the checkout: 9 GB that the tests walking the
+# checkout's files (tests/release/test_hints.py) would read; the checkouts of one user share
+# them (the stamp says what each holds).
 # tests/release/test_compiled_entry_pythons.py runs the built variant in them.
 # Idempotent: a few seconds when done (a stamp file in each venv). A missing interpreter
 # is reported and skipped (the test then skips with the same reason), not an error.
@@ -10,7 +13,7 @@
 # PyPI's Linux torch 2.13.0 wheels for cp310/cp313 are the CUDA builds: `import torch`
 # needs their nvidia-* libraries even without a GPU, so the full dependency set is
 # installed (about 3 GB of wheels, 4.5 GB per venv; a few minutes on a fresh machine).
-# The wheels are downloaded into one folder, $WHEELS (default ~/.cache/relu-flydsl/wheels),
+# The wheels are downloaded into one folder, $OTHER_PYTHONS_DIR/wheels,
 # and installed from there: the second interpreter reuses the first one's
 # version-independent wheels (nvidia-*, cuda-toolkit, ...), and a venv made again needs no
 # download. (pip's own cache cannot do it where the index sends no cache headers.)
@@ -18,7 +21,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYENV_ROOT=${PYENV_ROOT:-/root/.pyenv}
 TORCH=torch==2.13.0  # the project's pin (requirements.txt)
-WHEELS=${WHEELS:-${XDG_CACHE_HOME:-$HOME/.cache}/relu-flydsl/wheels}
+DIR=${OTHER_PYTHONS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/relu-flydsl}
+WHEELS=$DIR/wheels
 START=$SECONDS
 say() { echo "other_pythons: $*"; }
 
@@ -33,7 +37,7 @@ find_python() {
 }
 
 setup_one() {
-  local minor=$1 venv=.venv-py${1/./} base stamp stamp_file t0=$SECONDS
+  local minor=$1 venv=$DIR/venv-py${1/./} base stamp stamp_file t0=$SECONDS
   if ! base=$(find_python "$minor"); then
     say "skipped CPython $minor: no $PYENV_ROOT/versions/$minor.N/bin/python$minor (pyenv install $minor)"
     return 0
@@ -45,6 +49,7 @@ setup_one() {
     return 0
   fi
   rm -rf "$venv"  # ours alone; a half-made or outdated one starts over
+  mkdir -p "$DIR"
   say "creating $venv from $base ($("$base" --version 2>&1))"
   "$base" -m venv "$venv"
   # The mirror's "Location ... is ignored" notes are left out of pip's output (pipefail

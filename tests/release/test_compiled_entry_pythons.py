@@ -1,6 +1,6 @@
 """The compiled entry (_relu_flydsl_entry.abi3.so) is one binary for CPython 3.10-3.13 on
 x86-64 Linux: it loads and serves in the built variant on 3.10 and on 3.13 (pyenv's
-interpreters, venvs with torch made by tools/other_pythons.sh), its ELF needs no glibc
+interpreters, venvs with torch that tools/other_pythons.sh makes in $OTHER_PYTHONS_DIR), its ELF needs no glibc
 version newer than manylinux_2_28's and no library but libc, and two builds of one source
 give the same bytes."""
 
@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
 PYENV_ROOT = Path(os.environ.get("PYENV_ROOT", "/root/.pyenv"))
 SETUP = "bash tools/other_pythons.sh"
+# where tools/other_pythons.sh puts venv-py310/ and venv-py313/ (outside the checkout)
+VENVS = Path(os.environ.get("OTHER_PYTHONS_DIR") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+             / "relu-flydsl")
 GLIBC_BASELINE = (2, 28)  # manylinux_2_28, the baseline ROCm's TheRock builds target
 ENTRY_MODULE = "_relu_flydsl_entry"
 
@@ -38,9 +40,9 @@ def venv_python(minor: str):
     if find_python(minor) is None:
         return None, (f"no CPython {minor} interpreter: {PYENV_ROOT}/versions/{minor}.N/bin/python{minor} not "
                       f"found (pyenv install {minor}, then `{SETUP}`)")
-    venv = ROOT / f".venv-py{minor.replace('.', '')}"
+    venv = VENVS / f"venv-py{minor.replace('.', '')}"
     if not (venv / ".relu-flydsl-setup").exists() or not (venv / "bin" / "python").exists():
-        return None, (f"no {venv.name}/ with torch for CPython {minor}: run `{SETUP}` "
+        return None, (f"no {venv}/ with torch for CPython {minor}: run `{SETUP}` "
                       "(a few minutes on a fresh machine)")
     return venv / "bin" / "python", None
 
