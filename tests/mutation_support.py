@@ -318,7 +318,7 @@ DISPATCH_MUTANTS = (
        _G, "relu", "not x.is_neg()", "True", "new_out_on_the_hot_path"),
     _m("fast-miss-to-torch", "compiled entry: a gfx950 call without a ready entry served by torch (no first use)",
        _E, "serve", "if (e == NULL) goto general;", "if (e == NULL) return fallback(x, out, off_hit);",
-       "overlap_in_bytes"),
+       "misaligned_out"),  # a new alignment on a device the entry knows: its first use
     _m("sha256-missing-unchecked", "code objects: an entry with no or an empty sha256 loaded unchecked",
        _O, "read_verified", "hashlib.sha256(data).hexdigest() != e.get('sha256')",
        "e.get('sha256') and hashlib.sha256(data).hexdigest() != e.get('sha256')", "entry_without_sha256"),
