@@ -57,10 +57,9 @@ def present_cpu(dev, entry):
     entry.present_cpu(True, *address)
     entry.presenting = (device_of, stream_of)  # the callbacks live as long as they are installed
 
-    def off():
-        if getattr(entry, "presenting", None) == (device_of, stream_of):
-            entry.present_cpu(False)
-            entry.presenting = None
+    def off():  # whoever presented last (a scenario may present again): CPU tensors are host memory again
+        entry.present_cpu(False)
+        entry.presenting = None
 
     return off
 
@@ -82,9 +81,8 @@ def present_cpu_as(package, arch="gfx950", stream=0, setattr_=None):
     entry.presenting = (stream_of,)
 
     def restore():
-        if getattr(entry, "presenting", None) == (stream_of,):
-            entry.present_cpu(False)
-            entry.presenting = None
+        entry.present_cpu(False)
+        entry.presenting = None
         setattr(dispatch, "device_info", saved)
 
     return restore

@@ -109,8 +109,9 @@ def _import(data: bytes):
 
 def load():
     """Load and initialise the compiled entry, or record why not. Returns status()."""
-    global _module, _loaded, _reason, _file, SERVE
+    global _module, _loaded, _reason, _file, SERVE, _hip_bound, presented
     _module = _loaded = SERVE = STATE.replay = None  # a failed load leaves nothing of an earlier one
+    _hip_bound, presented = None, False  # a binary loaded now knows no runtime and presents nothing
     why = _why_not_here()
     if why is None:
         try:
