@@ -234,6 +234,48 @@ def new_out_on_the_hot_path(c):
         _same(y, torch.relu(view))
 
 
+def _layout(t):
+    """What a caller can see of a new tensor besides its values."""
+    return (type(t), t.dtype, t.shape, t.stride(), t.storage_offset(), t.device, t.requires_grad, t.is_inference(),
+            t.untyped_storage().nbytes())
+
+
+def new_out_like_the_general_path(c):
+    """relu(x) served by the compiled entry returns the tensor the general path returns
+    (torch.empty_like(x)'s: sizes, strides, a size-1 dimension's odd stride included, dtype,
+    device, no autograd; an inference tensor under inference mode), bit-exact, whether it
+    allocates through torch's C shim or with torch.empty_like (_compiled_entry.use_shim)."""
+    assert c.entry.status()["allocation"] == "torch's C shim", c.entry.status()  # torch 2.13 has it
+    n = 1024
+    layouts = (((n,), None), ((4, n // 4), None), ((1, n), (1, 1)), ((n, 1), (1, 7)))
+    kept = []  # outputs stay alive: their memory stays registered, never handed out again
+    try:
+        for shim in (True, False):
+            assert c.entry.use_shim(shim) == ("torch's C shim" if shim else "torch.empty_like: switched off (use_shim)")
+            for dtype in (F32, torch.bfloat16, torch.float16, torch.int8):
+                xbits = S.make_bits("mixed", n, dtype, seed=34)
+                base, _ = S.guarded_input(c.dev, xbits, dtype)
+                for shape, strides in layouts:
+                    for inference in (False, True):
+                        x = base.view(shape) if strides is None else base.as_strided(shape, strides)
+                        got = []
+                        for hot in (False, True):  # a first call (the general path adds the entry), then its replay
+                            general, launches = c.general, len(c.dev.launches)
+                            c.dev.fresh_output(n * x.element_size())
+                            with torch.inference_mode(inference):
+                                y = c.relu(x)
+                            c.dev.check()
+                            assert (c.general == general) == hot, (dtype, shape, strides, hot)
+                            assert len(c.dev.launches) == launches + 1, "a launch per call"
+                            S.assert_bits(y.reshape(-1), S.relu_bits(xbits, dtype))
+                            got.append(_layout(y))
+                            kept.append(y)
+                        assert got[1] == got[0], (shim, dtype, shape, strides, inference, got)
+                        c.state.reset()  # the next case's first call is a first use again
+    finally:
+        c.entry.use_shim(True)
+
+
 def other_arch_general_path(c):
     """On a gfx942, inputs the fast path leaves to the general path (a dense transposed x
     with out of its strides, autograd) are torch's too: no launch, the arch's reason."""
@@ -259,7 +301,7 @@ def other_arch_general_path(c):
 
 SCENARIOS = {f.__name__: f for f in (
     fallback_served_by_the_fast_path, fallback_kill_switch, fallback_leaves_torch_inputs_to_the_general_path,
-    fallback_bad_input, new_out_on_the_hot_path, other_arch_general_path,
+    fallback_bad_input, new_out_on_the_hot_path, new_out_like_the_general_path, other_arch_general_path,
 )}
 
 

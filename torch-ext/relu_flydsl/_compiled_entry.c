@@ -60,6 +60,19 @@ typedef int (*GetDevice)(int *);
 typedef int (*SetDevice)(int);
 typedef int (*GetLastError)(void);
 
+/* ---- torch's allocation for relu(x), without torch.empty_like's Python argument parsing ----
+ * aoti_torch_empty_strided, aoti_torch_get_data_ptr and aoti_torch_delete_tensor_object: libtorch's
+ * stable C shim (an
+ * AtenTensorHandle is an at::Tensor *); THPVariable_Wrap(const at::TensorBase &): libtorch_python's
+ * exported wrapper every C++ extension returns tensors through, found by its mangled name, which
+ * encodes the argument type. All three are found by _compiled_entry.py; where one is missing,
+ * relu(x) allocates with torch.empty_like(x). */
+typedef int32_t (*EmptyStrided)(int64_t ndim, const int64_t *sizes, const int64_t *strides, int32_t dtype,
+                                int32_t device_type, int32_t device_index, void **handle);
+typedef int32_t (*DeleteTensor)(void *handle);
+typedef int32_t (*DataPtr)(void *handle, void **data);
+typedef PyObject *(*WrapTensor)(const void *tensor);
+
 /* ---- the table of ready entries ---- */
 typedef struct {
     int64_t numel;  /* 0: empty slot (no entry has numel 0) */
@@ -94,6 +107,14 @@ static LaunchEx launch_ex; /* NULL: the runtime has no hipDrvLaunchKernelEx */
 static GetDevice get_device;
 static SetDevice set_device;
 static GetLastError get_last_error;
+
+#define ALLOC_DTYPES 4
+static EmptyStrided empty_strided; /* NULL: torch.empty_like(x) */
+static DeleteTensor delete_tensor;
+static DataPtr data_ptr;
+static WrapTensor wrap_tensor;
+static int32_t shim_cpu, shim_cuda;                                    /* the shim's device types */
+static int alloc_dtype[ALLOC_DTYPES]; static int32_t shim_dtype[ALLOC_DTYPES]; /* DLPack key -> shim dtype */
 
 /* The stand-in devices of the virtual gfx950 and the host-time benchmark: CPU tensors count as
  * device memory, their device and stream asked from these (NULL: device 0, torch's CPU stream). */
@@ -272,6 +293,47 @@ static PyObject *hip_failed(const char *what, int err) {
     return NULL;
 }
 
+/* A new tensor as torch.empty_like(x) makes it for a contiguous x (x's sizes and strides, dtype and
+ * device; ROCm devices are "cuda" to torch), its address in *data: through the shim where bound,
+ * else empty_like itself (also where the shim fails, so that torch raises its own error, out of
+ * memory included). */
+static PyObject *new_like(PyObject *x, const DLTensor *t, int dt, uint64_t *data) {
+    if (empty_strided != NULL && t->ndim <= 64) {
+        for (int i = 0; i < ALLOC_DTYPES; i++) {
+            if (alloc_dtype[i] != dt) continue;
+            int64_t compact[64], size_one = 1;
+            const int64_t *strides = t->strides;
+            if (strides == NULL) { /* compact row-major, as DLPack leaves it implicit */
+                int64_t s = 1;
+                for (int d = t->ndim - 1; d >= 0; d--) {
+                    compact[d] = s;
+                    s *= t->shape[d];
+                }
+                strides = compact;
+            }
+            void *handle = NULL;
+            if (empty_strided(t->ndim, t->ndim ? t->shape : &size_one, t->ndim ? strides : &size_one, shim_dtype[i],
+                              t->device.device_type == kDLCPU ? shim_cpu : shim_cuda, t->device.device_id,
+                              &handle) != 0)
+                break;
+            void *p = NULL;
+            PyObject *y = data_ptr(handle, &p) == 0 ? wrap_tensor(handle) : NULL;
+            delete_tensor(handle);
+            if (y == NULL && !PyErr_Occurred()) break;
+            *data = (uint64_t)(uintptr_t)p;
+            return y;
+        }
+    }
+    PyObject *y = PyObject_CallFunctionObjArgs(torch_empty_like, x, NULL);
+    DLTensor yt;
+    if (y != NULL && api->dltensor_from_py_object_no_sync(y, &yt) != 0) {
+        Py_DecRef(y);
+        return NULL;
+    }
+    if (y != NULL) *data = address(&yt);
+    return y;
+}
+
 /* serve(x, out, rung): the result, or None where the general path must take the call. */
 static PyObject *serve(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
@@ -315,13 +377,8 @@ static PyObject *serve(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     Entry *e = find(&k);
     if (e == NULL) goto general;
     if (out == Py_None) {
-        out = PyObject_CallFunctionObjArgs(torch_empty_like, x, NULL);
+        out = new_like(x, &xt, dt, &yp);
         if (out == NULL) return NULL;
-        if (api->dltensor_from_py_object_no_sync(out, &yt) != 0) {
-            Py_DecRef(out);
-            return NULL;
-        }
-        yp = address(&yt);
         if (yp & 15) { /* not the entry's alignment: the general path plans this one */
             Py_DecRef(out);
             goto general;
@@ -432,6 +489,49 @@ static PyObject *hip(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     get_last_error = (GetLastError)p[4];
     clear_table(); /* entries hold functions of the runtime they were loaded on */
     clear_devices();
+    Py_RETURN_NONE;
+}
+
+/* allocator(empty_strided, data_ptr, delete_tensor, wrap, shim_cpu, shim_cuda, dtypes): the shim's
+ * and the wrapper's addresses (empty_strided None: torch.empty_like) and its codes; dtypes holds
+ * (DLPack code, bits, shim dtype) triples. */
+static PyObject *allocator(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 7 || !PyTuple_Check(args[6]) || PyTuple_Size(args[6]) > ALLOC_DTYPES) {
+        PyErr_SetString(PyExc_TypeError, "allocator(empty_strided, data_ptr, delete_tensor, wrap, cpu, cuda, dtypes)");
+        return NULL;
+    }
+    void *p[4];
+    for (int i = 0; i < 4; i++) p[i] = address_arg(args[i]);
+    long cpu = PyLong_AsLong(args[4]), cuda = PyLong_AsLong(args[5]);
+    int keys[ALLOC_DTYPES];
+    int32_t codes[ALLOC_DTYPES];
+    Py_ssize_t n = PyTuple_Size(args[6]);
+    for (Py_ssize_t i = 0; i < ALLOC_DTYPES; i++) {
+        keys[i] = -2; /* matches no dtype_key() */
+        codes[i] = 0;
+        if (i >= n) continue;
+        PyObject *t = PyTuple_GetItem(args[6], i);
+        if (t == NULL || !PyTuple_Check(t) || PyTuple_Size(t) != 3) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "allocator(): dtypes are (code, bits, shim) triples");
+            return NULL;
+        }
+        keys[i] = (int)(PyLong_AsLong(PyTuple_GetItem(t, 0)) << 8 | PyLong_AsLong(PyTuple_GetItem(t, 1)));
+        codes[i] = (int32_t)PyLong_AsLong(PyTuple_GetItem(t, 2));
+    }
+    if (PyErr_Occurred()) return NULL;
+    if (p[0] != NULL && (p[1] == NULL || p[2] == NULL || p[3] == NULL)) {
+        PyErr_SetString(PyExc_ValueError, "allocator(): the shim needs its data_ptr, its delete and the wrapper");
+        return NULL;
+    }
+    empty_strided = (EmptyStrided)p[0];
+    data_ptr = (DataPtr)p[1];
+    delete_tensor = (DeleteTensor)p[2];
+    wrap_tensor = (WrapTensor)p[3];
+    shim_cpu = (int32_t)cpu;
+    shim_cuda = (int32_t)cuda;
+    memcpy(alloc_dtype, keys, sizeof keys);
+    memcpy(shim_dtype, codes, sizeof codes);
     Py_RETURN_NONE;
 }
 
@@ -571,6 +671,7 @@ static PyMethodDef methods[] = {
     {"serve", (PyCFunction)(void (*)(void))serve, METH_FASTCALL, "serve(x, out, rung) -> result or None"},
     {"init", (PyCFunction)(void (*)(void))init, METH_FASTCALL, "bind torch's DLPack API and the fallback"},
     {"hip", (PyCFunction)(void (*)(void))hip, METH_FASTCALL, "bind the HIP runtime's entry points"},
+    {"allocator", (PyCFunction)(void (*)(void))allocator, METH_FASTCALL, "bind torch's C shim for relu(x)'s output"},
     {"clear", (PyCFunction)(void (*)(void))clear, METH_FASTCALL, "clear(env, disabled, max): drop every entry"},
     {"device", (PyCFunction)(void (*)(void))device, METH_FASTCALL, "device(index, gfx950, arch_hit) -> stream"},
     {"add", (PyCFunction)(void (*)(void))add, METH_FASTCALL, "add a ready single-launch entry"},

@@ -3,7 +3,7 @@
     load()                  at import: the shipped binary, checked against its sha256 in the
                             manifest, then imported (once; any failure leaves relu() on its
                             Python path, which gives the same answers)
-    status()                {"loaded": True, "file", "sha256"} or {"loaded": False, "reason"}
+    status()                {"loaded": True, "file", "sha256", "allocation"} or {"loaded": False, "reason"}
     learn(info)             the general path saw a ROCm device (arch, stream): tell the entry
     add(entry, rung)        the general path launched a ready single-launch entry: replay it
     present_cpu(...)        CPU tensors as device memory (the virtual gfx950, host benchmarks)
@@ -13,6 +13,7 @@ torch without the DLPack C exchange API, a missing or damaged binary, RELU_FLYDS
 status() says why, and the first call that reaches the general path warns once with it.
 """
 
+import ctypes
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -36,6 +37,10 @@ PYTHONS = ((3, 10), (3, 13))     # the interpreters it is built and tested for
 RUNG_NAMES = tuple(RUNGS)        # the entry's rung index i is RUNG_NAMES[i - 1]; 0 is the default
 # DLPack (code, bits) of the dtypes the kernels serve (DLDataTypeCode: 0 int, 2 float, 4 bfloat)
 DL_DTYPES = {torch.float32: (2, 32), torch.float16: (2, 16), torch.bfloat16: (4, 16), torch.int8: (0, 8)}
+# relu(x)'s output without torch.empty_like's Python argument parsing (_compiled_entry.c, new_like):
+# libtorch's stable C shim allocates, libtorch_python's THPVariable_Wrap returns the tensor.
+SHIM = ("aoti_torch_empty_strided", "aoti_torch_get_data_ptr", "aoti_torch_delete_tensor_object")
+WRAP = "_Z16THPVariable_WrapRKN2at10TensorBaseE"  # THPVariable_Wrap(const at::TensorBase &)
 
 SERVE = None  # the entry's serve(x, out, rung) once loaded; relu() reads it
 _module = None
@@ -46,6 +51,7 @@ _file = None
 _memfd = None  # kept open: its /proc path names this process's copy of the binary
 _hip_bound = None  # the HIP library whose entry points the compiled entry calls
 presenting = None  # the stand-in's callbacks while CPU tensors are presented (tools/vgpu/serve.py)
+allocation = None  # how relu(x) allocates its output there: "torch's C shim", or why torch.empty_like
 
 
 def _why_not_here():
@@ -107,6 +113,41 @@ def _import(data: bytes):
     return module
 
 
+def _torch_shim():
+    """The allocator's arguments (_compiled_entry.c, allocator()) from the loaded torch, or why not."""
+    if hasattr(torch.Tensor, "has_names"):  # empty_like keeps a named x's names; the shim would not
+        return None, "this torch has named tensors"
+    try:  # torch._C's handle finds the symbols of the libraries it links (libtorch_python, libtorch_cpu)
+        lib = ctypes.CDLL(torch._C.__file__)
+        shim = tuple(_hip.address(getattr(lib, name)) for name in SHIM + (WRAP,))
+        code = {name: getattr(lib, name) for name in ("aoti_torch_device_type_cpu", "aoti_torch_device_type_cuda")}
+        for f in code.values():
+            f.restype = ctypes.c_int32
+        dtypes = []
+        for dtype, (dl_code, bits) in DL_DTYPES.items():
+            f = getattr(lib, f"aoti_torch_dtype_{str(dtype)[6:]}")
+            f.restype = ctypes.c_int32
+            dtypes.append((dl_code, bits, f()))
+    except (OSError, AttributeError) as e:
+        return None, f"torch's C shim or THPVariable_Wrap not found ({e})"
+    return shim + (code["aoti_torch_device_type_cpu"](), code["aoti_torch_device_type_cuda"](), tuple(dtypes)), None
+
+
+def _allocate_with(module, shim_or_why):
+    global allocation
+    shim, why_not = shim_or_why
+    module.allocator(*(shim or (None, None, None, None, 0, 0, ())))
+    allocation = "torch's C shim" if shim is not None else f"torch.empty_like: {why_not}"
+
+
+def use_shim(on: bool) -> str:
+    """relu(x) allocates through torch's C shim (on, where found) or with torch.empty_like: for
+    the tests that compare both. Returns how it allocates now."""
+    if _loaded is not None:
+        _allocate_with(_loaded, _torch_shim() if on else (None, "switched off (use_shim)"))
+    return allocation
+
+
 def load():
     """Load and initialise the compiled entry, or record why not. Returns status()."""
     global _module, _loaded, _reason, _file, SERVE, _hip_bound, presented
@@ -120,6 +161,7 @@ def load():
             module.init(torch.Tensor.__dlpack_c_exchange_api__, ENV_DATA, ENV_KEYS, RUNG_NAMES, torch.relu,
                         torch.clamp_min, torch.empty_like, STATE.lasting[_NO_DEVICE].hit,
                         STATE.lasting[_DISABLED].hit, OVERLAP)
+            _allocate_with(module, _torch_shim())
         except (ImportError, OSError, RuntimeError, TypeError, ValueError) as e:
             why = f"{type(e).__name__}: {e}" if not isinstance(e, ImportError) else str(e)
         else:
@@ -148,7 +190,7 @@ def _restore():
 def status() -> dict:
     if _module is None:
         return {"loaded": False, "reason": _reason}
-    return {"loaded": True, "file": _file["file"], "sha256": _file["sha256"]}
+    return {"loaded": True, "file": _file["file"], "sha256": _file["sha256"], "allocation": allocation}
 
 
 def not_loaded():
