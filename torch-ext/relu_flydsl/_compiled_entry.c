@@ -62,11 +62,10 @@ typedef int (*GetLastError)(void);
 
 /* ---- torch's allocation for relu(x), without torch.empty_like's Python argument parsing ----
  * aoti_torch_empty_strided, aoti_torch_get_data_ptr and aoti_torch_delete_tensor_object: libtorch's
- * stable C shim (an
- * AtenTensorHandle is an at::Tensor *); THPVariable_Wrap(const at::TensorBase &): libtorch_python's
- * exported wrapper every C++ extension returns tensors through, found by its mangled name, which
- * encodes the argument type. All three are found by _compiled_entry.py; where one is missing,
- * relu(x) allocates with torch.empty_like(x). */
+ * stable C shim (an AtenTensorHandle is an at::Tensor *); THPVariable_Wrap(const at::TensorBase &):
+ * libtorch_python's exported wrapper every C++ extension returns tensors through, found by its
+ * mangled name, which encodes the argument type. _compiled_entry.py finds all four; where one is
+ * missing, relu(x) allocates with torch.empty_like(x). */
 typedef int32_t (*EmptyStrided)(int64_t ndim, const int64_t *sizes, const int64_t *strides, int32_t dtype,
                                 int32_t device_type, int32_t device_index, void **handle);
 typedef int32_t (*DeleteTensor)(void *handle);
@@ -113,8 +112,9 @@ static EmptyStrided empty_strided; /* NULL: torch.empty_like(x) */
 static DeleteTensor delete_tensor;
 static DataPtr data_ptr;
 static WrapTensor wrap_tensor;
-static int32_t shim_cpu, shim_cuda;                                    /* the shim's device types */
-static int alloc_dtype[ALLOC_DTYPES]; static int32_t shim_dtype[ALLOC_DTYPES]; /* DLPack key -> shim dtype */
+static int32_t shim_cpu, shim_cuda; /* the shim's device types */
+static int alloc_dtype[ALLOC_DTYPES];  /* DLPack dtype keys ... */
+static int32_t shim_dtype[ALLOC_DTYPES]; /* ... and the shim's codes for them */
 
 /* The stand-in devices of the virtual gfx950 and the host-time benchmark: CPU tensors count as
  * device memory, their device and stream asked from these (NULL: device 0, torch's CPU stream). */
@@ -298,30 +298,26 @@ static PyObject *hip_failed(const char *what, int err) {
  * else empty_like itself (also where the shim fails, so that torch raises its own error, out of
  * memory included). */
 static PyObject *new_like(PyObject *x, const DLTensor *t, int dt, uint64_t *data) {
-    if (empty_strided != NULL && t->ndim <= 64) {
-        for (int i = 0; i < ALLOC_DTYPES; i++) {
-            if (alloc_dtype[i] != dt) continue;
-            int64_t compact[64], size_one = 1;
-            const int64_t *strides = t->strides;
-            if (strides == NULL) { /* compact row-major, as DLPack leaves it implicit */
-                int64_t s = 1;
-                for (int d = t->ndim - 1; d >= 0; d--) {
-                    compact[d] = s;
-                    s *= t->shape[d];
-                }
-                strides = compact;
+    int i = 0;
+    while (i < ALLOC_DTYPES && alloc_dtype[i] != dt) i++;
+    if (empty_strided != NULL && i < ALLOC_DTYPES && t->ndim <= 64) {
+        int64_t compact[64], size_one = 1;
+        const int64_t *strides = t->strides;
+        if (strides == NULL) { /* compact row-major, as DLPack leaves it implicit */
+            int64_t s = 1;
+            for (int d = t->ndim - 1; d >= 0; d--) {
+                compact[d] = s;
+                s *= t->shape[d];
             }
-            void *handle = NULL;
-            if (empty_strided(t->ndim, t->ndim ? t->shape : &size_one, t->ndim ? strides : &size_one, shim_dtype[i],
-                              t->device.device_type == kDLCPU ? shim_cpu : shim_cuda, t->device.device_id,
-                              &handle) != 0)
-                break;
-            void *p = NULL;
+            strides = compact;
+        }
+        void *handle = NULL, *p = NULL;
+        if (empty_strided(t->ndim, t->ndim ? t->shape : &size_one, t->ndim ? strides : &size_one, shim_dtype[i],
+                          t->device.device_type == kDLCPU ? shim_cpu : shim_cuda, t->device.device_id, &handle) == 0) {
             PyObject *y = data_ptr(handle, &p) == 0 ? wrap_tensor(handle) : NULL;
             delete_tensor(handle);
-            if (y == NULL && !PyErr_Occurred()) break;
-            *data = (uint64_t)(uintptr_t)p;
-            return y;
+            if (y != NULL) *data = (uint64_t)(uintptr_t)p;
+            if (y != NULL || PyErr_Occurred()) return y;
         }
     }
     PyObject *y = PyObject_CallFunctionObjArgs(torch_empty_like, x, NULL);
