@@ -126,3 +126,25 @@ def test_the_shipped_binary_is_the_manifests(monkeypatch):
     meta = _objects.manifest()["entry"]
     data = (_objects.OBJECTS_DIR / meta["file"]).read_bytes()
     assert status["sha256"] == meta["sha256"] == hashlib.sha256(data).hexdigest()
+
+
+
+@pytest.mark.parametrize("patch, reason", [
+    ({"WRAP": "_Z16no_such_wrapperv"}, "torch's C shim or THPVariable_Wrap not found"),
+    ({"SHIM": ("aoti_torch_no_such_allocator",) + _compiled_entry.SHIM[1:]},
+     "torch's C shim or THPVariable_Wrap not found"),
+    ({}, "this torch has named tensors"),
+], ids=["no-wrapper", "no-shim", "named-tensors"])
+def test_without_the_shim_relu_x_allocates_with_empty_like(monkeypatch, patch, reason):
+    """Where torch lacks what relu(x)'s allocation through its C shim needs (or keeps named
+    tensors, whose names empty_like keeps), the entry still loads and serves; status() says how
+    relu(x) allocates and why (tests/vgpu/test_fast_fallback.py runs that allocation)."""
+    if not patch:  # a torch with named tensors (2.13 has none)
+        monkeypatch.setattr(torch.Tensor, "has_names", lambda self: False, raising=False)
+    with _loaded_from(_objects.OBJECTS_DIR, monkeypatch, **patch) as status:
+        assert status["loaded"] and status["allocation"].startswith(f"torch.empty_like: {reason}"), status
+        x = torch.tensor([-1.0, -0.0, float("nan"), 2.0])
+        assert torch.equal(relu_flydsl.relu(x).view(torch.int32), torch.relu(x).view(torch.int32))
+    monkeypatch.undo()  # (has_names too) and loaded again as shipped
+    assert _compiled_entry.load()["allocation"] == "torch's C shim"
+    STATE.reset()
