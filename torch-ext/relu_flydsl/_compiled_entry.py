@@ -119,18 +119,18 @@ def _torch_shim():
         return None, "this torch has named tensors"
     try:  # torch._C's handle finds the symbols of the libraries it links (libtorch_python, libtorch_cpu)
         lib = ctypes.CDLL(torch._C.__file__)
+
+        def code(name):  # the shim's int32_t aoti_torch_<name>() constants
+            f = getattr(lib, f"aoti_torch_{name}")
+            f.restype = ctypes.c_int32
+            return f()
+
         shim = tuple(_hip.address(getattr(lib, name)) for name in SHIM + (WRAP,))
-        code = {name: getattr(lib, name) for name in ("aoti_torch_device_type_cpu", "aoti_torch_device_type_cuda")}
-        for f in code.values():
-            f.restype = ctypes.c_int32
-        dtypes = []
-        for dtype, (dl_code, bits) in DL_DTYPES.items():
-            f = getattr(lib, f"aoti_torch_dtype_{str(dtype)[6:]}")
-            f.restype = ctypes.c_int32
-            dtypes.append((dl_code, bits, f()))
+        devices = (code("device_type_cpu"), code("device_type_cuda"))
+        dtypes = tuple((dl_code, bits, code(f"dtype_{str(dtype)[6:]}")) for dtype, (dl_code, bits) in DL_DTYPES.items())
     except (OSError, AttributeError) as e:
         return None, f"torch's C shim or THPVariable_Wrap not found ({e})"
-    return shim + (code["aoti_torch_device_type_cpu"](), code["aoti_torch_device_type_cuda"](), tuple(dtypes)), None
+    return shim + devices + (dtypes,), None
 
 
 def _allocate_with(module, shim_or_why):
