@@ -191,8 +191,18 @@ def _m(name, why, rel, qualname, old, new, kill, count=1):
     return Mutant(name, why, ((rel, qualname, old, new) + ((count,) if count != 1 else ()),), (kill,))
 
 
+# The compiled entry's questions to libtorch (torch_decides) are checked against torch's own answers
+# before it loads (_compiled_entry._bind_queries), which refuses a mutated one. A guard mutant skips
+# that check too, so that the scenarios themselves must catch the wrong answer.
+_ANSWERS_UNCHECKED = ("_compiled_entry.py", "_bind_queries", "got != want", "False")
+
+
+def _guard(name, why, old, new, *kill):
+    return Mutant(name, why, (("_compiled_entry.c", "torch_decides", old, new), _ANSWERS_UNCHECKED), kill)
+
+
 _D, _L, _O, _S, _P = "_dispatch.py", "_launch.py", "_objects.py", "_state.py", "flash_relu_rocm/plan.py"
-_E, _G = "_compiled_entry.c", "_relu.py"  # the compiled entry (C, c_anchor.c_patch) and relu()'s guard
+_E = "_compiled_entry.c"  # the compiled entry (C, c_anchor.c_patch)
 _KERNARG = "uint64_t kernarg[4] = {xp, (uint32_t)numel, yp, (uint32_t)numel};"
 DISPATCH_MUTANTS = (
     _m("hot-overlap-in-elements", "compiled entry: overlap computed in elements, not bytes",
@@ -218,10 +228,11 @@ DISPATCH_MUTANTS = (
        _E, "serve", "dtype_key(yt.dtype) != dt ||", "", "hostile_out_on_the_hot_path"),
     _m("hot-shape-unchecked", "compiled entry: shapes not compared (same numel passes)",
        _E, "serve", "!same_shape(&xt, &yt) ||", "", "hostile_out_on_the_hot_path"),
-    Mutant("hot-grad-unchecked", "guard: x requiring grad handed to the compiled entry",
-           ((_G, "relu", "not x.requires_grad", "True"),), ("hostile_out_on_the_hot_path", "new_out_on_the_hot_path")),
+    _guard("hot-grad-unchecked", "compiled entry: x requiring grad served (no autograd graph)",
+           'if (requires_grad(impl_of(xt))) return "x requires grad";', "", "hostile_out_on_the_hot_path",
+           "new_out_on_the_hot_path"),
     _m("hot-env-unread", "compiled entry: kill switch / forced rung not re-read",
-       _E, "serve", "if (!env_current()) Py_RETURN_NONE;", "", "kill_switch_on_the_hot_path"),
+       _E, "serve", "|| !env_current()", "", "kill_switch_on_the_hot_path"),
     _m("hot-error-swallowed", "compiled entry: launch error returned but not raised",
        _E, "serve", "if (err) {", "if (0) {", "hot_failed_launch"),
     _m("hot-pointers-swapped", "compiled entry: x and out passed in the wrong order",
@@ -266,8 +277,8 @@ DISPATCH_MUTANTS = (
        _E, "serve", "yp < xp + nbytes", "yp <= xp + nbytes", "overlap_in_bytes"),
     _m("sha256-unchecked", "code objects loaded without their sha256 check",
        _O, "read_verified", "hashlib.sha256(data).hexdigest() != e.get('sha256')", "False", "corrupt_object"),
-    _m("hot-out-grad-unchecked", "guard: out requiring grad handed to the compiled entry",
-       _G, "relu", "out.requires_grad", "False", "hostile_out_on_the_hot_path"),
+    _guard("hot-out-grad-unchecked", "compiled entry: out requiring grad written",
+           'if (requires_grad(impl_of(yt))) return "out requires grad";', "", "hostile_out_on_the_hot_path"),
     _m("hot-any-arch", "compiled entry: serves any arch from a gfx950 entry",
        _E, "serve", "if (!devices[device].gfx950) {", "if (0) {", "other_arch"),
     _m("dispatch-any-arch", "dispatcher: the arch not checked",
@@ -295,13 +306,17 @@ DISPATCH_MUTANTS = (
     _m("fallback-arch-reason-lost", "compiled entry: another arch counted as no ROCm device",
        _E, "serve", "disabled ? disabled_hit : devices[device].arch_hit", "disabled ? disabled_hit : off_hit",
        "fallback_kill_switch"),
-    _m("fast-accepts-subclass", "guard: a tensor subclass x taken as a plain tensor",
-       _G, "relu", "type(x) is _T", "isinstance(x, _T)", "fallback_leaves_torch_inputs_to_the_general_path"),
-    _m("fast-accepts-subclass-out", "guard: a tensor subclass out taken as a plain tensor",
-       _G, "relu", "type(out) is _T", "isinstance(out, _T)", "fallback_leaves_torch_inputs_to_the_general_path"),
-    Mutant("fast-transform-unchecked", "guard: a dispatch mode or torch.func transform not left to torch",
-           ((_G, "relu", "_level() is None", "True"), (_G, "relu", "not _modes()", "True")),
-           ("fallback_leaves_torch_inputs_to_the_general_path",)),
+    _guard("fast-accepts-subclass", "compiled entry: a tensor subclass x taken as a plain tensor",
+           "(PyObject *)Py_TYPE(x) != tensor_type", "!PyObject_TypeCheck(x, (PyTypeObject *)tensor_type)",
+           "fallback_leaves_torch_inputs_to_the_general_path"),
+    _guard("fast-accepts-subclass-out", "compiled entry: a tensor subclass out taken as a plain tensor",
+           "(PyObject *)Py_TYPE(out) != tensor_type", "!PyObject_TypeCheck(out, (PyTypeObject *)tensor_type)",
+           "fallback_leaves_torch_inputs_to_the_general_path"),
+    _guard("fast-mode-unchecked", "compiled entry: a dispatch mode not left to torch",
+           'if (dispatch_modes() != 0) return "a dispatch mode";', "", "fallback_leaves_torch_inputs_to_the_general_path"),
+    _guard("fast-transform-unchecked", "compiled entry: a torch.func transform not left to torch",
+           'if (layers[0] != layers[1]) return "a torch.func transform";', "",
+           "fallback_leaves_torch_inputs_to_the_general_path"),
     _m("fallback-dtype-unchecked", "compiled entry: bool, complex and other dtypes handed to torch's relu",
        _E, "serve", "if (!plain_dtype(dt)) goto general; if (out != Py_None && (yt.device.device_type",
        "if (out != Py_None && (yt.device.device_type", "fallback_bad_input"),
@@ -310,12 +325,14 @@ DISPATCH_MUTANTS = (
     _m("fallback-torch-error-raised", "compiled entry: torch's refusal (autograd, overlap) raised as torch's error",
        _E, "fallback", "if (out != Py_None && PyErr_ExceptionMatches(PyExc_RuntimeError)) {", "if (0) {",
        "fallback_bad_input"),
-    _m("fast-inference-out-unchecked", "guard: an inference-tensor out not refused before writing",
-       _G, "relu", "out.is_inference()", "False", "fallback_bad_input"),
+    _guard("fast-inference-out-unchecked", "compiled entry: an inference-tensor out not refused before writing",
+           'if (is_inference(yt)) return "out is an inference tensor";', "", "fallback_bad_input"),
     _m("new-layout-unchecked", "compiled entry: relu(x) of a strided x launched over its raw memory",
        _E, "serve", "out == Py_None ? !contiguous(&xt) :", "out == Py_None ? 0 :", "new_out_on_the_hot_path"),
-    _m("hot-neg-unchecked", "guard: a neg-bit view's raw memory (which holds -x) launched",
-       _G, "relu", "not x.is_neg()", "True", "new_out_on_the_hot_path"),
+    _guard("hot-neg-unchecked", "compiled entry: a neg-bit view's raw memory (which holds -x) launched",
+           'if (is_neg(xt)) return "x is a neg-bit view";', "", "new_out_on_the_hot_path"),
+    _guard("hot-out-neg-unchecked", "compiled entry: a neg-bit out's raw memory (which holds -out) written",
+           'if (is_neg(yt)) return "out is a neg-bit view";', "", "neg_out_on_the_hot_path"),
     _m("fast-miss-to-torch", "compiled entry: a gfx950 call without a ready entry served by torch (no first use)",
        _E, "serve", "if (e == NULL) goto general;", "if (e == NULL) return fallback(x, out, off_hit);",
        "misaligned_out"),  # a new alignment on a device the entry knows: its first use

@@ -148,3 +148,92 @@ def test_without_the_shim_relu_x_allocates_with_empty_like(monkeypatch, patch, r
     monkeypatch.undo()  # (has_names too) and loaded again as shipped
     assert _compiled_entry.load()["allocation"] == "torch's C shim"
     STATE.reset()
+
+
+# ---- what the entry asks libtorch (torch_decides) ----------------------------------------
+class _UserMode(torch.utils._python_dispatch.TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+def _operands():
+    """(what, x, out): every answer torch_decides gives, and tensors it must not flag."""
+    t, u = torch.randn(4), torch.empty(4)
+    with torch.inference_mode():
+        frozen = torch.randn(4)
+    grad = torch.randn(4, requires_grad=True)
+    return [
+        ("plain", t, None), ("out=", t, u), ("in place", t, t), ("int8", t.to(torch.int8), None),
+        ("2-D view", torch.randn(3, 4)[1:], None), ("no grad leaf of a graph", (grad * 2).detach(), None),
+        ("parameter", torch.nn.Parameter(torch.randn(4)), None),
+        ("parameter without grad", torch.nn.Parameter(torch.randn(4), requires_grad=False), None),
+        ("parameter out", t, torch.nn.Parameter(torch.empty(4), requires_grad=False)),
+        ("not a tensor", [1.0], None), ("None", None, None), ("not a tensor out", t, 3),
+        ("x requires grad", grad, None), ("x in a graph", grad * 2, None), ("out requires grad", t, grad),
+        ("neg view", torch._neg_view(t), None), ("neg view out", t, torch._neg_view(u)),
+        ("conj of real", t.conj(), None), ("inference x", frozen, None), ("inference out", t, frozen),
+        ("meta", torch.empty(4, device="meta"), None),
+    ]
+
+
+def _answers(operands):
+    entry = _compiled_entry._module
+    return [(what, entry.decides(x, out), _compiled_entry.torch_decides(x, out)) for what, x, out in operands]
+
+
+def _inside(transform, operands):
+    seen = []
+
+    def f(t):
+        seen.extend(_answers(operands + [("the transform's own tensor", t, None)]))
+        return t.sum()
+
+    transform(f)(torch.ones(3))
+    return seen
+
+
+@pytest.mark.parametrize("state", ["plain", "no_grad", "inference_mode", "dispatch mode", "FakeTensorMode",
+                                   "vmap", "grad", "vmap of grad"])
+def test_the_entrys_questions_get_torchs_answers(state):
+    """The entry's own questions to libtorch (subclass, dispatch mode, torch.func transform,
+    autograd, neg bit, inference out) answer as torch's Python API does, for every kind of
+    operand, outside and inside grad modes, dispatch modes and transforms."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    assert _compiled_entry.status()["loaded"], _compiled_entry.status()
+    operands = _operands()
+    if state in ("vmap", "grad", "vmap of grad"):
+        transform = {"vmap": torch.func.vmap, "grad": torch.func.grad,
+                     "vmap of grad": lambda f: torch.func.vmap(torch.func.grad(f))}[state]
+        seen = _inside(transform, operands)
+        assert {got for _, got, _ in seen} == {"a torch.func transform", "not an exact torch.Tensor"}, seen
+    else:
+        with {"plain": contextlib.nullcontext, "no_grad": torch.no_grad, "inference_mode": torch.inference_mode,
+              "dispatch mode": _UserMode, "FakeTensorMode": FakeTensorMode}[state]():
+            seen = _answers(operands)
+        if state in ("dispatch mode", "FakeTensorMode"):
+            assert {got for _, got, _ in seen} == {"a dispatch mode", "not an exact torch.Tensor"}, seen
+        else:
+            assert {got for _, got, _ in seen} >= {None, "not an exact torch.Tensor", "x requires grad",
+                                                   "out requires grad", "x is a neg-bit view",
+                                                   "out is a neg-bit view", "out is an inference tensor"}, seen
+    wrong = [(what, got, want) for what, got, want in seen if got != want]
+    assert not wrong, f"the entry's answers differ from torch's: {wrong}"
+
+
+@pytest.mark.parametrize("patch, reason", [
+    ({"QUERIES": _compiled_entry.QUERIES[:2] + (_compiled_entry.QUERIES[3], _compiled_entry.QUERIES[2])
+      + _compiled_entry.QUERIES[4:]}, "libtorch's answers differ from torch's"),
+    ({"QUERIES": _compiled_entry.QUERIES[:4] + ("_ZNK3c1010TensorImpl12no_such_flagEv",)},
+     "libtorch's answers for the entry not found"),
+    ({"TENSOR_AT": _compiled_entry.TENSOR_AT + 8}, "tensor object does not hold its at::Tensor at byte"),
+], ids=["answers-differ", "missing", "other-layout"])
+def test_where_libtorch_answers_otherwise_the_entry_is_not_loaded(monkeypatch, patch, reason):
+    """The entry's questions are checked against torch's own answers before it loads: a function
+    that answers another question (is_neg and is_inference swapped), one that is missing, or a
+    tensor object laid out otherwise leave relu() on the Python path, which says why once."""
+    with _loaded_from(_objects.OBJECTS_DIR, monkeypatch, **patch) as status:
+        assert not status["loaded"] and reason in status["reason"], status
+        assert _relu._compiled is None and STATE.replay is None
+        messages = _served_from_python(monkeypatch)
+        assert len(messages) == 1 and reason in messages[0], messages

@@ -398,6 +398,23 @@ def hostile_out_on_the_hot_path(c):
         assert len(c.dev.launches) == launches
 
 
+
+def neg_out_on_the_hot_path(c):
+    """With the entry for x's size cached, out= a neg-bit view of a fresh buffer (its memory
+    holds -out): the general path takes the call, no launch, and out reads relu(x)."""
+    n = 1024
+    c.warm(n)
+    _, x, _, out, obuf = c.tensors(n, seed=14)
+    view = torch._neg_view(out)
+    general, launches = c.general, len(c.dev.launches)
+    assert c.relu(x, out=view) is view
+    assert c.general == general + 1, "the general path decides"
+    assert c.dev.launches[launches:] == [], "no kernel writes this view's raw memory"
+    want = torch._neg_view(torch.empty(n))
+    torch.clamp_min(x, 0, out=want)  # torch's own answer to the same call
+    S.assert_bits(view.resolve_neg(), S.tensor_bits(want.resolve_neg()))
+    c.dev.check()
+
 def kill_switch_on_the_hot_path(c):
     """RELU_FLYDSL_DISABLE=1 set in a running process stops the hot path's
     cached entry from launching; unset, the kernel serves again."""
@@ -497,7 +514,8 @@ def corrupt_object(c):
 SCENARIOS = {f.__name__: f for f in (
     overlap_in_bytes, other_device, out_on_another_device, split_launch_fails_in_the_middle, split_launch_fails_twice,
     layer_failed_launch, hot_failed_launch, first_launch_fails, dense_noncontiguous_out,
-    dense_noncontiguous_x, misaligned_out, hostile_out_on_the_hot_path, kill_switch_on_the_hot_path,
+    dense_noncontiguous_x, misaligned_out, hostile_out_on_the_hot_path, neg_out_on_the_hot_path,
+    kill_switch_on_the_hot_path,
     in_place, other_arch, entries_bounded, buffer_split_by_bytes, corrupt_object, null_stream,
 )}
 

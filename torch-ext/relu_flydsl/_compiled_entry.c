@@ -5,9 +5,10 @@
  * here, keyed by (rung as asked, dtype, numel, x & 15, out & 15, device). A later call with the
  * same key is served by serve() alone: it reads the tensors' memory description through torch's
  * DLPack C exchange API (no Python attribute calls), checks what it can see there, finds the
- * entry and makes one launch on the tensor's device and its current stream. What it cannot see
- * (torch.func transforms, dispatch modes, tracing, neg bits, autograd, inference tensors,
- * subclasses) was asked in Python before the call (_relu.relu). Anything else returns None: the
+ * entry and makes one launch on the tensor's device and its current stream. Before all that it asks
+ * libtorch what the memory description does not say (torch_decides: subclasses, torch.func
+ * transforms, dispatch modes, autograd, neg bits, an inference-tensor out); only tracing is asked
+ * in Python before the call (_relu.relu), where Dynamo sees it. Anything else returns None: the
  * general path takes the call and gives the same answer, result, error and count.
  *
  * Off the kernel path (CPU, CUDA, a ROCm device of another arch) it serves torch's fallback
@@ -71,6 +72,51 @@ typedef int32_t (*EmptyStrided)(int64_t ndim, const int64_t *sizes, const int64_
 typedef int32_t (*DeleteTensor)(void *handle);
 typedef int32_t (*DataPtr)(void *handle, void **data);
 typedef PyObject *(*WrapTensor)(const void *tensor);
+
+/* ---- what the memory description does not say, asked of libtorch ----
+ * Whether torch would hand the call elsewhere (a subclass, a torch.func transform, a dispatch mode),
+ * record autograd (an operand requiring grad) or refuse to write out (an inference tensor), and
+ * whether an operand is a neg-bit view (its memory holds -x). Five exported libtorch functions whose
+ * arguments and results are C types and pointers, found by their mangled names, and the at::Tensor
+ * inside torch's tensor object (THPVariable: PyObject_HEAD, then the at::Tensor). Each is a few
+ * instructions; the same questions asked through torch's Python API cost about 0.3 us a call.
+ * _compiled_entry.py binds them only after they gave torch's own answers on probe tensors; where
+ * one is missing or answers otherwise, the entry does not load. */
+typedef int64_t (*ModeCount)(void);              /* c10::impl::TorchDispatchModeTLS::stack_len() */
+typedef void *const *(*LayerStack)(void);        /* at::functorch::getDynamicLayerStack(): its std::vector */
+typedef _Bool (*TensorFlag)(const void *tensor); /* at::native::is_neg, is_inference(const at::Tensor &) */
+typedef _Bool (*ImplFlag)(const void *impl);     /* c10::TensorImpl::requires_grad() const */
+
+static PyObject *tensor_type; /* torch.Tensor itself: a subclass may override anything */
+static Py_ssize_t tensor_at;      /* where a torch.Tensor object holds its at::Tensor */
+static ModeCount dispatch_modes;
+static LayerStack functorch_layers;
+static TensorFlag is_neg, is_inference;
+static ImplFlag requires_grad;
+
+static const void *tensor_of(PyObject *t) { return (const char *)t + tensor_at; } /* an at::Tensor * */
+static const void *impl_of(const void *tensor) { return *(void *const *)tensor; } /* its TensorImpl * */
+
+/* Why the general path must take relu(x, out), or NULL: asked in this order, so that the object
+ * is an exact torch.Tensor before its at::Tensor is read. */
+static const char *torch_decides(PyObject *x, PyObject *out) {
+    if (tensor_type == NULL) return "libtorch's answers not bound";
+    if ((PyObject *)Py_TYPE(x) != tensor_type || (out != Py_None && (PyObject *)Py_TYPE(out) != tensor_type))
+        return "not an exact torch.Tensor";
+    if (dispatch_modes() != 0) return "a dispatch mode";
+    void *const *layers = functorch_layers(); /* std::vector: begin, end, end of storage */
+    if (layers[0] != layers[1]) return "a torch.func transform";
+    const void *xt = tensor_of(x);
+    if (requires_grad(impl_of(xt))) return "x requires grad";
+    if (is_neg(xt)) return "x is a neg-bit view";
+    if (out != Py_None) {
+        const void *yt = tensor_of(out);
+        if (requires_grad(impl_of(yt))) return "out requires grad";
+        if (is_neg(yt)) return "out is a neg-bit view";
+        if (is_inference(yt)) return "out is an inference tensor";
+    }
+    return NULL;
+}
 
 /* ---- the table of ready entries ---- */
 typedef struct {
@@ -338,7 +384,7 @@ static PyObject *serve(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
         return NULL;
     }
     PyObject *x = args[0], *out = args[1];
-    if (!env_current()) Py_RETURN_NONE;
+    if (torch_decides(x, out) != NULL || !env_current()) Py_RETURN_NONE;
     DLTensor xt, yt;
     if (api->dltensor_from_py_object_no_sync(x, &xt) != 0) goto general; /* sparse, nested, ... */
     int dt = dtype_key(xt.dtype);
@@ -531,6 +577,44 @@ static PyObject *allocator(PyObject *self, PyObject *const *args, Py_ssize_t nar
     Py_RETURN_NONE;
 }
 
+/* queries(tensor_type, tensor_at, dispatch_modes, functorch_layers, is_neg, is_inference,
+ *         requires_grad): torch.Tensor, the offset of its at::Tensor, the five functions' addresses. */
+static PyObject *queries(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 7 || !PyType_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "queries(tensor_type, tensor_at, five addresses)");
+        return NULL;
+    }
+    Py_ssize_t at = PyLong_AsSsize_t(args[1]);
+    void *p[5];
+    for (int i = 0; i < 5; i++) p[i] = address_arg(args[i + 2]);
+    if (PyErr_Occurred()) return NULL;
+    if (at < (Py_ssize_t)sizeof(PyObject) || !p[0] || !p[1] || !p[2] || !p[3] || !p[4]) {
+        PyErr_SetString(PyExc_ValueError, "queries(): an offset past the object header and five addresses");
+        return NULL;
+    }
+    set_ref(&tensor_type, args[0]);
+    tensor_at = at;
+    dispatch_modes = (ModeCount)p[0];
+    functorch_layers = (LayerStack)p[1];
+    is_neg = (TensorFlag)p[2];
+    is_inference = (TensorFlag)p[3];
+    requires_grad = (ImplFlag)p[4];
+    Py_RETURN_NONE;
+}
+
+/* decides(x, out): torch_decides' answer, a str, or None where the entry may serve the call. */
+static PyObject *decides(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "decides(x, out)");
+        return NULL;
+    }
+    const char *why = torch_decides(args[0], args[1]);
+    if (why == NULL) Py_RETURN_NONE;
+    return PyUnicode_FromString(why);
+}
+
 /* clear(env, disabled, entries_max): the settings the general path read (env: the three raw
  * values, None where unset) and the bound on entries; every entry and device dropped. */
 static PyObject *clear(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -668,6 +752,8 @@ static PyMethodDef methods[] = {
     {"init", (PyCFunction)(void (*)(void))init, METH_FASTCALL, "bind torch's DLPack API and the fallback"},
     {"hip", (PyCFunction)(void (*)(void))hip, METH_FASTCALL, "bind the HIP runtime's entry points"},
     {"allocator", (PyCFunction)(void (*)(void))allocator, METH_FASTCALL, "bind torch's C shim for relu(x)'s output"},
+    {"queries", (PyCFunction)(void (*)(void))queries, METH_FASTCALL, "bind libtorch's answers for torch_decides"},
+    {"decides", (PyCFunction)(void (*)(void))decides, METH_FASTCALL, "decides(x, out) -> why the general path, or None"},
     {"clear", (PyCFunction)(void (*)(void))clear, METH_FASTCALL, "clear(env, disabled, max): drop every entry"},
     {"device", (PyCFunction)(void (*)(void))device, METH_FASTCALL, "device(index, gfx950, arch_hit) -> stream"},
     {"add", (PyCFunction)(void (*)(void))add, METH_FASTCALL, "add a ready single-launch entry"},

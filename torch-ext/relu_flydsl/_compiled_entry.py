@@ -9,10 +9,12 @@
     present_cpu(...)        CPU tensors as device memory (the virtual gfx950, host benchmarks)
 
 Where it cannot load (not x86-64 Linux, a Python outside 3.10-3.13 or free-threaded, a
-torch without the DLPack C exchange API, a missing or damaged binary, RELU_FLYDSL_ENTRY=0)
-status() says why, and the first call that reaches the general path warns once with it.
+torch without the DLPack C exchange API, libtorch's answers missing or not torch's own
+(torch_decides), a missing or damaged binary, RELU_FLYDSL_ENTRY=0) status() says why, and the
+first call that reaches the general path warns once with it.
 """
 
+import contextlib
 import ctypes
 import hashlib
 import importlib.machinery
@@ -22,6 +24,7 @@ import platform
 import sys
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import _hip, _objects
 from ._inputs import OVERLAP
@@ -41,6 +44,16 @@ DL_DTYPES = {torch.float32: (2, 32), torch.float16: (2, 16), torch.bfloat16: (4,
 # libtorch's stable C shim allocates, libtorch_python's THPVariable_Wrap returns the tensor.
 SHIM = ("aoti_torch_empty_strided", "aoti_torch_get_data_ptr", "aoti_torch_delete_tensor_object")
 WRAP = "_Z16THPVariable_WrapRKN2at10TensorBaseE"  # THPVariable_Wrap(const at::TensorBase &)
+# What relu() must leave to the general path, asked of libtorch by the entry (_compiled_entry.c,
+# torch_decides), in the order queries() takes them.
+QUERIES = (
+    "_ZN3c104impl20TorchDispatchModeTLS9stack_lenEv",  # c10::impl::TorchDispatchModeTLS::stack_len()
+    "_ZN2at9functorch20getDynamicLayerStackEv",        # at::functorch::getDynamicLayerStack()
+    "_ZN2at6native6is_negERKNS_6TensorE",              # at::native::is_neg(const at::Tensor &)
+    "_ZN2at6native12is_inferenceERKNS_6TensorE",       # at::native::is_inference(const at::Tensor &)
+    "_ZNK3c1010TensorImpl13requires_gradEv",           # c10::TensorImpl::requires_grad() const
+)
+TENSOR_AT = object.__basicsize__  # THPVariable: PyObject_HEAD, then its at::Tensor (torch 2.10 on)
 
 SERVE = None  # the entry's serve(x, out, rung) once loaded; relu() reads it
 _module = None
@@ -113,12 +126,92 @@ def _import(data: bytes):
     return module
 
 
+def _libtorch():
+    """torch._C's handle: it finds the symbols of the libraries it links (libtorch_python,
+    libtorch_cpu, libc10)."""
+    return ctypes.CDLL(torch._C.__file__)
+
+
+def torch_decides(x, out):
+    """The compiled entry's torch_decides (_compiled_entry.c) asked through torch's Python API:
+    why the general path must take relu(x, out), or None. The entry's answers are checked
+    against these before it loads (_bind_queries)."""
+    if type(x) is not torch.Tensor or (out is not None and type(out) is not torch.Tensor):
+        return "not an exact torch.Tensor"
+    if torch._C._len_torch_dispatch_stack():
+        return "a dispatch mode"
+    if torch._C._functorch.maybe_current_level() is not None:
+        return "a torch.func transform"
+    if x.requires_grad:
+        return "x requires grad"
+    if x.is_neg():
+        return "x is a neg-bit view"
+    if out is not None:
+        if out.requires_grad:
+            return "out requires grad"
+        if out.is_neg():
+            return "out is a neg-bit view"
+        if out.is_inference():
+            return "out is an inference tensor"
+    return None
+
+
+class _PassThrough(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+@contextlib.contextmanager
+def _transform():
+    """Inside one torch.func transform level (grad's), as torch.func.grad enters it."""
+    torch._C._functorch._grad_increment_nesting()
+    try:
+        yield
+    finally:
+        torch._C._functorch._grad_decrement_nesting()
+
+
+def _probes():
+    """(x, out) pairs with each answer of torch_decides."""
+    t, u = torch.zeros(2), torch.zeros(2)
+    with torch.inference_mode():
+        frozen = torch.zeros(2)
+    grad = torch.zeros(2, requires_grad=True)
+    param = torch.nn.Parameter(torch.zeros(2), requires_grad=False)
+    return ((t, None), (t, u), (param, None), (t, param), (grad, None), (t, grad), (torch._neg_view(t), None),
+            (t, torch._neg_view(u)), (t, frozen), (frozen, None), (1.0, None))
+
+
+def _bind_queries(module):
+    """Hand the entry libtorch's answers (QUERIES) and check them against torch's own
+    (torch_decides) on probe tensors, outside and inside a dispatch mode and a torch.func
+    transform. RuntimeError says what is missing or differs; the entry then does not load."""
+    probe = torch.zeros(1)
+    if ctypes.c_void_p.from_address(id(probe) + TENSOR_AT).value != probe._cdata:
+        raise RuntimeError(f"torch {torch.__version__}'s tensor object does not hold its at::Tensor at byte "
+                           f"{TENSOR_AT}")
+    try:
+        addresses = [_hip.address(getattr(_libtorch(), name)) for name in QUERIES]
+    except (OSError, AttributeError) as e:
+        raise RuntimeError(f"libtorch's answers for the entry not found ({e})") from None
+    module.queries(torch.Tensor, TENSOR_AT, *addresses)
+    probes = _probes()
+    for state, where in ((contextlib.nullcontext, ""), (_PassThrough, " in a dispatch mode"),
+                         (_transform, " in a torch.func transform")):
+        with state():
+            for x, out in probes:
+                got, want = module.decides(x, out), torch_decides(x, out)
+                if got != want:
+                    raise RuntimeError(f"libtorch's answers differ from torch's{where}: {got!r} where torch says "
+                                       f"{want!r}")
+
+
 def _torch_shim():
     """The allocator's arguments (_compiled_entry.c, allocator()) from the loaded torch, or why not."""
     if hasattr(torch.Tensor, "has_names"):  # empty_like keeps a named x's names; the shim would not
         return None, "this torch has named tensors"
-    try:  # torch._C's handle finds the symbols of the libraries it links (libtorch_python, libtorch_cpu)
-        lib = ctypes.CDLL(torch._C.__file__)
+    try:
+        lib = _libtorch()
 
         def code(name):  # the shim's int32_t aoti_torch_<name>() constants
             f = getattr(lib, f"aoti_torch_{name}")
@@ -161,6 +254,7 @@ def load():
             module.init(torch.Tensor.__dlpack_c_exchange_api__, ENV_DATA, ENV_KEYS, RUNG_NAMES, torch.relu,
                         torch.clamp_min, torch.empty_like, STATE.lasting[_NO_DEVICE].hit,
                         STATE.lasting[_DISABLED].hit, OVERLAP)
+            _bind_queries(module)
             _allocate_with(module, _torch_shim())
         except (ImportError, OSError, RuntimeError, TypeError, ValueError) as e:
             why = f"{type(e).__name__}: {e}" if not isinstance(e, ImportError) else str(e)

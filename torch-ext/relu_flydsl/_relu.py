@@ -17,8 +17,9 @@ What runs, and with what results:
   2.13, -0.0 kept, some bf16/f16 NaN payloads changed). RELU_FLYDSL_COMPILE=op,
   read when a graph is traced, keeps the opaque kernel op there instead.
 
-relu() is a guard in Python and the compiled entry (_compiled_entry.c: a ready kernel
-entry, or the torch fallback off gfx950), then, for what it did not serve, the
+relu() is a tracing check in Python and the compiled entry (_compiled_entry.c: its own
+questions to libtorch, then a ready kernel entry, or the torch fallback off gfx950), then,
+for what it did not serve, the
 general path: validation, inputs only torch serves, the compiled and autograd
 forms, and one call into the dispatcher (_dispatch.serve). A torch.library op costs several microseconds
 of host time per call: eager calls reach it only for autograd, and it calls
@@ -204,10 +205,7 @@ def _compiling_parts():
     return torch.compiler.is_compiling, _NoFlag
 
 
-_T = torch.Tensor
 _dynamo, _flags = _compiling_parts()
-_level = torch._C._functorch.maybe_current_level  # None outside torch.func transforms
-_modes = torch._C._len_torch_dispatch_stack       # FakeTensorMode, make_fx, ...
 _compiled = None  # the compiled entry's serve(x, out, rung) where it loaded (_compiled_entry.py sets it)
 
 
@@ -231,13 +229,10 @@ def relu(x: torch.Tensor, out: Optional[torch.Tensor] = None, *, rung: Optional[
     RELU_FLYDSL_COMPILE=op, read when the graph is traced, the kernel op
     runs there instead.
     """
-    # What the compiled entry cannot see in the tensors' memory description is asked here:
-    # exact torch.Tensor (no subclass, no wrapper), not tracing, no torch.func transform or
-    # dispatch mode, no autograd, no neg-bit view, out not an inference tensor. Anything
-    # else, and anything the entry returns None for, takes the general path below.
-    if (_compiled is not None and type(x) is _T and (out is None or type(out) is _T) and not _dynamo()
-            and not _flags._is_compiling_flag and _level() is None and not _modes() and not x.requires_grad
-            and not x.is_neg() and (out is None or not (out.requires_grad or out.is_neg() or out.is_inference()))):
+    # Tracing is asked here, where Dynamo folds it; the compiled entry asks libtorch the rest
+    # (subclasses, torch.func transforms, dispatch modes, autograd, neg bits, an inference-tensor
+    # out: _compiled_entry.c, torch_decides). A call it returns None for takes the general path.
+    if _compiled is not None and not _dynamo() and not _flags._is_compiling_flag:
         y = _compiled(x, out, rung)
         if y is not None:
             return y
