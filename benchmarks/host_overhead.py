@@ -354,8 +354,8 @@ def main(argv=None):
               f"against the stub's {median['device query (stub)'] * 1e6:.2f} us (+{query * 1e6:.2f} us, not in the "
               "Python-path row; the compiled entry's own query is in its rows)")
         own = median["relu(x, out=y)"] - median["floor (Ex)"]
-        print(f"relu(x, out=y) above its floor (Ex): {own * 1e6:.2f} us (the Python guard, the compiled entry's "
-              "checks, device query, lookup, packing, error check, stats)")
+        print(f"relu(x, out=y) above its floor (Ex): {own * 1e6:.2f} us (the tracing check, the compiled entry's "
+              "questions to libtorch and checks, device query, lookup, packing, error check, stats)")
     doc = {**meta, "dtype": args.dtype, "rounds": rounds, "calls": calls,
            "command": ".venv/bin/python benchmarks/host_overhead.py " + " ".join(argv if argv is not None else sys.argv[1:]),
            "rows": {n: {"median_us": median[n] * 1e6, "min_us": min(t) * 1e6, "max_us": max(t) * 1e6}
