@@ -79,7 +79,7 @@ typedef PyObject *(*WrapTensor)(const void *tensor);
  * whether an operand is a neg-bit view (its memory holds -x). Five exported libtorch functions whose
  * arguments and results are C types and pointers, found by their mangled names, and the at::Tensor
  * inside torch's tensor object (THPVariable: PyObject_HEAD, then the at::Tensor). Each is a few
- * instructions; the same questions asked through torch's Python API cost about 0.3 us a call.
+ * instructions; the same questions asked through torch's Python API cost 0.36-0.8 us a call.
  * _compiled_entry.py binds them only after they gave torch's own answers on probe tensors; where
  * one is missing or answers otherwise, the entry does not load. */
 typedef int64_t (*ModeCount)(void);              /* c10::impl::TorchDispatchModeTLS::stack_len() */
