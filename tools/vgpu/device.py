@@ -314,10 +314,12 @@ class VirtualGPU:
                     foreign_get_function=self.lib.vgpu_foreign_get_function_count())
 
     def reset(self):
-        """Forget allocations, launches, errors and violations (not the modules or
+        """Forget allocations, launches, errors (the runtime's pending one, which
+        hipGetLastError would return, too) and violations (not the modules or
         streams); abandon any capture; back to one device, device 0 current in the
         calling thread."""
         self.lib.vgpu_abort_captures()
+        self.lib.hipGetLastError()  # process-wide: a test that left one must not fail the next
         self.lib.vgpu_refuse_loads_during_capture(0)
         for m in self.memories:
             m.clear()
