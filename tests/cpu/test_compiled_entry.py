@@ -237,3 +237,17 @@ def test_where_libtorch_answers_otherwise_the_entry_is_not_loaded(monkeypatch, p
         assert _relu._compiled is None and STATE.replay is None
         messages = _served_from_python(monkeypatch)
         assert len(messages) == 1 and reason in messages[0], messages
+
+
+def test_a_torch_without_what_the_check_needs_keeps_the_entry_unloaded(monkeypatch):
+    """A torch lacking a function the check before loading calls (here the torch.func level it
+    enters) leaves the entry unloaded, with the reason; the package itself imports and serves."""
+    with monkeypatch.context() as mp:
+        mp.delattr(torch._C._functorch, "_grad_increment_nesting")
+        status = _compiled_entry.load()
+        assert not status["loaded"] and "_grad_increment_nesting" in status["reason"], status
+        x = torch.tensor([-1.0, 2.0])
+        with pytest.warns(RuntimeWarning, match="compiled entry is not used .*_grad_increment_nesting"):
+            assert torch.equal(relu_flydsl.relu(x), torch.relu(x))
+    assert _compiled_entry.load()["loaded"], _compiled_entry.status()
+    STATE.reset()

@@ -24,7 +24,6 @@ import platform
 import sys
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import _hip, _objects
 from ._inputs import OVERLAP
@@ -156,9 +155,16 @@ def torch_decides(x, out):
     return None
 
 
-class _PassThrough(TorchDispatchMode):
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        return func(*args, **(kwargs or {}))
+def _dispatch_mode():
+    """A dispatch mode that runs every op as it is (imported here: torch's module is private, and
+    a torch without it only keeps the entry from loading)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class PassThrough(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    return PassThrough()
 
 
 @contextlib.contextmanager
@@ -196,7 +202,7 @@ def _bind_queries(module):
         raise RuntimeError(f"libtorch's answers for the entry not found ({e})") from None
     module.queries(torch.Tensor, TENSOR_AT, *addresses)
     probes = _probes()
-    for state, where in ((contextlib.nullcontext, ""), (_PassThrough, " in a dispatch mode"),
+    for state, where in ((contextlib.nullcontext, ""), (_dispatch_mode, " in a dispatch mode"),
                          (_transform, " in a torch.func transform")):
         with state():
             for x, out in probes:
@@ -256,7 +262,7 @@ def load():
                         STATE.lasting[_DISABLED].hit, OVERLAP)
             _bind_queries(module)
             _allocate_with(module, _torch_shim())
-        except (ImportError, OSError, RuntimeError, TypeError, ValueError) as e:
+        except (AttributeError, ImportError, OSError, RuntimeError, TypeError, ValueError) as e:
             why = f"{type(e).__name__}: {e}" if not isinstance(e, ImportError) else str(e)
         else:
             _module = _loaded = module
