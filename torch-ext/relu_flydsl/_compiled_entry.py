@@ -197,7 +197,8 @@ def _bind_queries(module):
         raise RuntimeError(f"torch {torch.__version__}'s tensor object does not hold its at::Tensor at byte "
                            f"{TENSOR_AT}")
     try:
-        addresses = [_hip.address(getattr(_libtorch(), name)) for name in QUERIES]
+        lib = _libtorch()
+        addresses = [_hip.address(getattr(lib, name)) for name in QUERIES]
     except (OSError, AttributeError) as e:
         raise RuntimeError(f"libtorch's answers for the entry not found ({e})") from None
     module.queries(torch.Tensor, TENSOR_AT, *addresses)
