@@ -43,6 +43,8 @@ _ARGS_CB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int64, ctypes.c_char_p, ctype
                             ctypes.c_int)
 
 Attempt = namedtuple("Attempt", "stream result device")
+# the calls whose failures the stand-in can inject (fail_calls), by its index for each
+FAULT_CALLS = {"hipModuleLaunchKernel": 0, "hipSetDevice": 1, "hipGetDevice": 2}
 
 
 class HipError(RuntimeError):
@@ -89,6 +91,8 @@ class VirtualGPU:
         L.vgpu_get_function_count.restype = ctypes.c_uint64
         L.vgpu_launch_result.argtypes = [ctypes.c_uint64]
         L.vgpu_fail_launches.argtypes = [ctypes.c_int, ctypes.c_int]
+        L.vgpu_fail_calls.argtypes = [ctypes.c_int] * 4
+        L.vgpu_fail_calls_pending.argtypes = [ctypes.c_int]
         L.vgpu_foreign_get_function_count.restype = ctypes.c_uint64
         L.vgpu_launch_device.argtypes = [ctypes.c_uint64]
         L.vgpu_stream_device.argtypes = [ctypes.c_void_p]
@@ -294,6 +298,24 @@ class VirtualGPU:
         """Make the next `count` hipModuleLaunchKernel calls (not captured ones) return `code`."""
         self.lib.vgpu_fail_launches(count, code)
 
+    def fail_calls(self, call, count=1, code=None, after=0):
+        """Make `call` ("hipModuleLaunchKernel" (hipDrvLaunchKernelEx too; not captured
+        launches), "hipSetDevice" or "hipGetDevice") fail: after its next `after` calls, its
+        next `count` return `code` (default hipErrorLaunchFailure, hipErrorInvalidDevice,
+        hipErrorInvalidValue) and leave it pending, as a real failure does. reset() clears it."""
+        default = {0: HIP_ERROR_LAUNCH_FAILURE, 1: HIP_ERROR_INVALID_DEVICE, 2: HIP_ERROR_INVALID_VALUE}
+        index = FAULT_CALLS[call]
+        if self.lib.vgpu_fail_calls(index, int(after), int(count), default[index] if code is None else int(code)):
+            raise ValueError(f"fail_calls({call!r}, count={count}, after={after})")
+
+    def fail_pending(self, call):
+        """Injected failures of `call` still to come."""
+        return self.lib.vgpu_fail_calls_pending(FAULT_CALLS[call])
+
+    def last_error(self):
+        """hipGetLastError: the pending HIP error (0: none), taken."""
+        return self.lib.hipGetLastError()
+
     @property
     def launch_attempts(self):
         """Every hipModuleLaunchKernel call and replayed launch: (stream, result)."""
@@ -319,6 +341,8 @@ class VirtualGPU:
         streams); abandon any capture; back to one device, device 0 current in the
         calling thread."""
         self.lib.vgpu_abort_captures()
+        for index in FAULT_CALLS.values():  # first: set_device below must not meet an injected failure
+            self.lib.vgpu_fail_calls(index, 0, 0, 0)
         self.lib.hipGetLastError()  # process-wide: a test that left one must not fail the next
         self.lib.vgpu_refuse_loads_during_capture(0)
         for m in self.memories:

@@ -67,9 +67,26 @@ static int g_strict_loads;
 static __thread int t_device;      /* current device of this host thread (HIP: per thread, default 0) */
 static __thread char t_self;       /* &t_self identifies the thread that began a capture */
 
-/* failure injection: the next g_fail_count launches return g_fail_code */
-static int g_fail_count;
-static hipError_t g_fail_code = hipErrorLaunchFailure;
+/* failure injection, per call (vgpu_fail_calls): call k lets its next g_fail_after[k] calls
+ * through, then its next g_fail_count[k] calls return g_fail_code[k] (and set the pending error,
+ * as a real failure does). Launches count only outside a capture. */
+enum { FailLaunch, FailSetDevice, FailGetDevice, FailCalls };
+static int g_fail_after[FailCalls], g_fail_count[FailCalls];
+static hipError_t g_fail_code[FailCalls] = {hipErrorLaunchFailure, hipErrorInvalidDevice, hipErrorInvalidValue};
+
+/* The error this call of `call` fails with by injection, or hipSuccess. */
+static hipError_t injected(int call) {
+    hipError_t hit = hipSuccess;
+    pthread_mutex_lock(&g_lock);
+    if (g_fail_after[call] > 0) {
+        g_fail_after[call]--;
+    } else if (g_fail_count[call] > 0) {
+        g_fail_count[call]--;
+        hit = g_fail_code[call];
+    }
+    pthread_mutex_unlock(&g_lock);
+    return hit;
+}
 
 /* every launch attempt (including failed and captured ones), in order */
 #define VGPU_MAX_RECORDS 4096
@@ -221,8 +238,27 @@ int vgpu_stream_device(void *s) {
     return d;
 }
 int vgpu_graph_node_count(void *g) { return g ? ((struct vgpu_graph *)g)->n : -1; }
-void vgpu_fail_launches(int count, int code) { g_fail_count = count; g_fail_code = code; }
-int vgpu_fail_pending(void) { return g_fail_count; }
+/* The next `count` calls of `call` (0 hipModuleLaunchKernel, 1 hipSetDevice, 2 hipGetDevice)
+ * after the next `after` ones return `code`; -1 for an unknown call. */
+int vgpu_fail_calls(int call, int after, int count, int code) {
+    if (call < 0 || call >= FailCalls || after < 0 || count < 0) return -1;
+    pthread_mutex_lock(&g_lock);
+    g_fail_after[call] = after;
+    g_fail_count[call] = count;
+    g_fail_code[call] = code;
+    pthread_mutex_unlock(&g_lock);
+    return 0;
+}
+/* Injected failures still to come for `call` (-1: unknown call). */
+int vgpu_fail_calls_pending(int call) {
+    if (call < 0 || call >= FailCalls) return -1;
+    pthread_mutex_lock(&g_lock);
+    int n = g_fail_count[call];
+    pthread_mutex_unlock(&g_lock);
+    return n;
+}
+void vgpu_fail_launches(int count, int code) { vgpu_fail_calls(FailLaunch, 0, count, code); }
+int vgpu_fail_pending(void) { return vgpu_fail_calls_pending(FailLaunch); }
 uint64_t vgpu_launch_count(void) { return g_launches; }
 uint64_t vgpu_load_count(void) { return g_calls_load; }
 uint64_t vgpu_get_function_count(void) { return g_calls_get_function; }
@@ -263,11 +299,15 @@ hipError_t hipGetDeviceCount(int *n) {
 }
 hipError_t hipGetDevice(int *d) {
     if (!d) return fail(hipErrorInvalidValue);
+    hipError_t e = injected(FailGetDevice);
+    if (e) return fail(e);
     *d = t_device;
     return hipSuccess;
 }
 hipError_t hipSetDevice(int d) {
     if (d < 0 || d >= g_device_count) return fail(hipErrorInvalidDevice);
+    hipError_t e = injected(FailSetDevice);
+    if (e) return fail(e);
     t_device = d;
     return hipSuccess;
 }
@@ -401,9 +441,8 @@ hipError_t hipModuleLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz,
     struct vgpu_stream *s = stream_find(stream);
     int device = s ? s->device : t_device;  /* hip::Stream::DeviceId: NULL stream = current device */
     int status = s ? s->status : CaptureNone;
-    int inject = 0;
-    if (status == CaptureNone && g_fail_count > 0) { g_fail_count--; inject = 1; }
     pthread_mutex_unlock(&g_lock);
+    hipError_t inject = status == CaptureNone ? injected(FailLaunch) : hipSuccess;
     if (n < VGPU_MAX_RECORDS) { g_rec_stream[n] = (uint64_t)(uintptr_t)stream; g_rec_device[n] = device; }
 
     hipError_t rc;
@@ -412,7 +451,7 @@ hipError_t hipModuleLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz,
     } else if (status == CaptureInvalidated) {
         rc = hipErrorStreamCaptureInvalidated;
     } else if (inject) {
-        rc = g_fail_code;
+        rc = inject;
     } else if (!fn) {
         rc = hipErrorInvalidResourceHandle;
     } else if (device != t_device) {         /* clr ihipModuleLaunchKernel: stream's device != current */

@@ -1,0 +1,242 @@
+"""The compiled entry (_compiled_entry.c) on every device of the virtual gfx950: a tensor on a
+device that is not current is served by the entry itself (relu()'s general path not entered)
+on its own device and its own stream, the caller's current device is back afterwards, also
+after a failed launch, a failed hipSetDevice or a failed hipGetDevice (the stand-in injects
+them: VirtualGPU.fail_calls), and no HIP error is left pending for torch's next launch check.
+Entries of different alignments whose keys share a home slot stay apart, and relu(x)'s output
+allocated through torch's C shim is freed with its last reference.
+
+Each scenario is a function of test_hot_path's `Ctx`, so tests/test_mutations.py runs them
+against mutated copies of the package (mutation_support.DISPATCH_MUTANTS names them)."""
+
+import pytest
+import torch
+
+import vgpu_support as S
+from test_hot_path import F32, STREAM, Ctx
+
+pytestmark = pytest.mark.vgpu
+F16 = torch.float16
+N = 1024
+STREAMS = {0: STREAM, 1: 0x5EED1, 2: 0x5EED2}  # each device's current stream, as device_info reports it
+
+
+def _devices(c, n=3):
+    """n virtual devices, device 0 current, each with a current stream of its own."""
+    c.dev.set_device_count(n)
+    c.dev.stream = {d: STREAMS[d] for d in range(n)}
+    c.dev.set_device(0)
+
+
+def _tensors(c, device, n=N, dtype=F32, seed=0, x_off=0, y_off=0):
+    """Guarded x (mixed bits) and out on `device`, each `*_off` elements past a 16-byte boundary."""
+    xbits = S.make_bits("mixed", n, dtype, seed)
+    x, xbuf = c.dev.guarded((n,), dtype, offset_elems=x_off, name=f"x{seed}", device=device)
+    x.copy_(S.to_tensor(xbits, dtype))
+    out, obuf = c.dev.guarded((n,), dtype, offset_elems=y_off, name=f"out{seed}", device=device)
+    return xbits, x, xbuf, out, obuf
+
+
+def _entry_of(c, x, out, rung=None):
+    """The general path's entry for relu(x, out=out, rung=rung), and whether the compiled entry holds it."""
+    key = (rung, x.dtype, x.numel(), x.data_ptr() & 15, out.data_ptr() & 15, c.dev.device_of(x.data_ptr(), 0))
+    entry = c.state.entries.get(key)
+    return entry, entry is not None and c.entry.replays(entry, rung)
+
+
+def _served(c, device, n=N, dtype=F32, seed=0, hot=None, x_off=0, y_off=0, rung=None):
+    """relu(x, out=) on `device` with every vgpu check: bits, guards, one launch on that device
+    and its stream, counted once, device 0 still current. hot=True: the compiled entry served it
+    (the general path not entered); False: the general path did. Returns (x, out)."""
+    xbits, x, xbuf, out, obuf = _tensors(c, device, n, dtype, seed, x_off, y_off)
+    general, calls, launches = c.general, c.flydsl_calls(), len(c.dev.launches)
+    assert c.relu(x, out=out, rung=rung) is out
+    c.dev.check()
+    S.assert_bits(out, S.relu_bits(xbits, dtype))
+    S.assert_written_once(c.dev, out)
+    S.assert_guards(obuf, out)
+    S.assert_guards(xbuf, x)
+    launched = [(r.device, r.stream) for r in c.dev.launches[launches:]]
+    assert launched == [(device, STREAMS[device])], f"launches (device, stream) {launched} for a tensor on {device}"
+    assert c.dev.get_device() == 0, "the caller's current device must be back"
+    assert c.flydsl_calls() == calls + 1, "the call must count once in dispatch_stats()"
+    if hot is not None:
+        took = "the compiled entry" if c.general == general else "the general path"
+        assert (c.general == general) == hot, f"expected {'the compiled entry' if hot else 'the general path'}; {took}"
+    assert c.dev.last_error() == 0, "a HIP error left pending"
+    return x, out
+
+
+def _ready(c, device, **kw):
+    """An entry ready in the compiled entry for N float32 elements on `device` (a first call, then
+    one the entry serves)."""
+    _served(c, device, seed=1, hot=False, **kw)
+    x, out = _served(c, device, seed=2, hot=True, **kw)
+    assert _entry_of(c, x, out, kw.get("rung"))[1], "the compiled entry must hold the entry"
+
+
+def _refused(c, device, call, match, after=0):
+    """With an entry ready on `device`: the next `call` of the stand-in fails (after `after` good
+    ones); relu raises naming it on the entry's path, nothing is written, device 0 is current
+    again and the error is taken; the next call is served."""
+    _ready(c, device)
+    _, x, _, out, obuf = _tensors(c, device, seed=3)
+    before, general, launches = obuf.numpy().copy(), c.general, len(c.dev.launches)
+    c.dev.fail_calls(call, 1, after=after)
+    with pytest.raises(RuntimeError, match=match):
+        c.relu(x, out=out)
+    assert c.dev.fail_pending(call) == 0, f"{call} was not called"
+    assert c.general == general, "the compiled entry took the call"
+    assert c.dev.get_device() == 0, "the caller's current device must be back after the failure"
+    pending = c.dev.last_error()
+    assert pending == 0, f"HIP error {pending} left pending after {call} failed"
+    if call != "hipModuleLaunchKernel":
+        assert c.dev.launches[launches:] == [], "nothing may launch after the device could not be set"
+        S.assert_guards(obuf, out)
+        assert (obuf.numpy() == before).all(), "out written"
+    _served(c, device, seed=4, hot=True)
+
+
+# ---- the scenarios -------------------------------------------------------
+def entry_serves_every_device(c):
+    """Devices 1 and 2 while device 0 is current: after a first call, the compiled entry serves
+    each tensor on its own device and stream, keyed by that device (not device 0's entry),
+    for relu(x, out=) and relu(x)."""
+    _devices(c)
+    for device in (1, 2):
+        _ready(c, device)
+    x, out = _served(c, 2, seed=5, hot=True)
+    entry, held = _entry_of(c, x, out)
+    assert held and entry.device == 2
+    # device 0 has no entry of this size: its first call is the general path's
+    _served(c, 0, seed=6, hot=False)
+    # relu(x) of the same size and alignment (a fresh output is 16-byte aligned): the entry
+    # allocates the output and launches on x's device and stream
+    for device in (1, 2):
+        xbits, x, _, _, _ = _tensors(c, device, seed=7 + device)
+        c.dev.fresh_output(N * 4, name=f"y{device}")
+        general, launches = c.general, len(c.dev.launches)
+        y = c.relu(x)
+        S.assert_bits(y, S.relu_bits(xbits, F32))
+        assert [(r.device, r.stream) for r in c.dev.launches[launches:]] == [(device, STREAMS[device])]
+        assert c.general == general, "relu(x) of a ready size and alignment is the compiled entry's"
+        assert c.dev.device_of(y.data_ptr()) == device, "relu(x)'s output registered on x's device"
+        assert c.dev.get_device() == 0 and c.dev.last_error() == 0
+        c.dev.check()
+
+
+def entry_failed_launch_restores_the_device(c):
+    """A failed launch on device 1's tensor (device 0 current): RuntimeError, device 0 current
+    again, the launch's error taken."""
+    _devices(c, 2)
+    _refused(c, 1, "hipModuleLaunchKernel", "launch failed")
+
+
+def entry_failed_set_device(c):
+    """hipSetDevice fails when the entry switches to device 1: RuntimeError naming it, nothing
+    launched, device 0 current, its error taken."""
+    _devices(c, 2)
+    _refused(c, 1, "hipSetDevice", "hipSetDevice")
+
+
+def entry_failed_get_device(c):
+    """hipGetDevice fails on the entry's path: RuntimeError naming it, nothing launched, its
+    error taken."""
+    _devices(c, 2)
+    _refused(c, 1, "hipGetDevice", "hipGetDevice")
+
+
+def entry_failed_restore(c):
+    """hipSetDevice fails when the entry switches back after the launch: the result stands
+    (the launch ran) and no HIP error is left pending."""
+    _devices(c, 2)
+    _ready(c, 1)
+    xbits, x, _, out, _ = _tensors(c, 1, seed=3)
+    c.dev.fail_calls("hipSetDevice", 1, after=1)
+    assert c.relu(x, out=out) is out
+    assert c.dev.fail_pending("hipSetDevice") == 0, "the entry did not switch back"
+    S.assert_bits(out, S.relu_bits(xbits, F32))
+    pending = c.dev.last_error()
+    assert pending == 0, f"HIP error {pending} left pending after switching back failed"
+    c.dev.set_device(0)
+    _served(c, 1, seed=4, hot=True)
+
+
+# key_hash (_compiled_entry.c) of a key; two keys differing only in the alignment byte whose
+# home slots modulo SLOTS (8192) are the same: float16, 23608 elements, rung v3 as asked, device 0
+COLLIDING = dict(n=23608, dtype=F16, rung="v3")
+ALIGNS = ((2, 2), (0, 1))  # (x, out) offsets in elements: alignment bytes 0x44 and 0x02
+SLOTS = 8192
+
+
+def key_hash(numel, device, dtype_key, rung, align):
+    m = (1 << 64) - 1
+    h = numel * 0x9E3779B97F4A7C15 & m
+    h ^= (device << 32 | dtype_key << 16 | rung << 8 | align) * 0xC2B2AE3D27D4EB4F & m
+    return (h ^ h >> 29) & m
+
+
+def _align_byte(x_off, y_off, esize=2):
+    return (x_off * esize & 15) << 4 | (y_off * esize & 15)
+
+
+def entry_alignments_apart(c):
+    """Two alignments of one size whose keys share a home slot: the entry ready for the first
+    (out 4 bytes past 16) does not serve the second (out 2 bytes past): its first call is the
+    general path's, which plans its narrower vector; then the entry serves each with its own."""
+    (xa, ya), (xb, yb) = ALIGNS
+    rung = 3  # "v3": the entry's rung index
+    homes = {key_hash(COLLIDING["n"], 0, 2 << 8 | 16, rung, _align_byte(x, y)) % SLOTS for x, y in ALIGNS}
+    assert len(homes) == 1, "the two keys must share a home slot (key_hash changed: find another pair)"
+    kw = dict(n=COLLIDING["n"], dtype=F16, rung=COLLIDING["rung"])
+    _served(c, 0, seed=1, hot=False, x_off=xa, y_off=ya, **kw)
+    _served(c, 0, seed=2, hot=True, x_off=xa, y_off=ya, **kw)
+    _served(c, 0, seed=3, hot=False, x_off=xb, y_off=yb, **kw)
+    _served(c, 0, seed=4, hot=True, x_off=xb, y_off=yb, **kw)
+    _served(c, 0, seed=5, hot=True, x_off=xa, y_off=ya, **kw)
+    vecs = {int(r.kernel.split("_x")[1].split("_")[0]) for r in c.dev.launches}
+    assert len(vecs) == 2, f"each alignment its own vector width, launched {vecs}"
+
+
+def _storage_uses(t):
+    return torch._C._storage_Use_Count(t.untyped_storage()._cdata)
+
+
+def entry_output_freed(c):
+    """relu(x)'s output, allocated by the compiled entry (torch's C shim, where found), is freed
+    with its last Python reference: torch holds its storage only through that tensor."""
+    if not c.entry.status().get("allocation", "").startswith("torch's C shim"):
+        pytest.skip(f"relu(x) allocates with torch.empty_like here: {c.entry.status().get('allocation')}")
+    xbits, x, _, _, _ = _tensors(c, 0, seed=1)
+    for hot in (False, True, True):
+        c.dev.fresh_output(N * 4, name=f"y{hot}")
+        general = c.general
+        y = c.relu(x)
+        assert (c.general == general) == hot
+        S.assert_bits(y, S.relu_bits(xbits, F32))
+        region = c.dev.memories[0].find(y.data_ptr())
+        storage = y.untyped_storage()
+        uses = _storage_uses(y)  # y's tensor and `storage`
+        del y
+        left = torch._C._storage_Use_Count(storage._cdata)
+        assert left == uses - 1 == 1, f"relu(x)'s output outlives its last reference ({left} uses left of {uses})"
+        c.dev.memories[0].remove(region)  # its address may come back
+
+
+SCENARIOS = {f.__name__: f for f in (
+    entry_serves_every_device, entry_failed_launch_restores_the_device, entry_failed_set_device,
+    entry_failed_get_device, entry_failed_restore, entry_alignments_apart, entry_output_freed,
+)}
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_entry_devices(vgpu, monkeypatch, name):
+    import relu_flydsl
+
+    monkeypatch.delenv("RELU_FLYDSL_DISABLE", raising=False)
+    monkeypatch.delenv("RELU_FLYDSL_RUNG", raising=False)
+    try:
+        SCENARIOS[name](Ctx(relu_flydsl, vgpu, monkeypatch))
+        assert relu_flydsl._compiled_entry.status()["loaded"], "the scenario unloaded the compiled entry"
+    finally:
+        relu_flydsl._state.STATE.reset()
