@@ -364,6 +364,26 @@ DISPATCH_MUTANTS = (
        "out == Py_None ? !contiguous(&xt) : 0", "out_on_another_device"),
     _m("launch-ex-assumed", "launch: the null stream takes hipDrvLaunchKernelEx even where the runtime lacks it",
        _L, "prepare", "stream == 0 and launch_ex is not None", "stream == 0", "null_stream_without_launch_ex"),
+    # the compiled entry on every device and through every switch (test_entry_devices, test_entry_switches)
+    _m("entry-kill-switch-unchecked", "compiled entry: the kill switch not checked on the gfx950 path",
+       _E, "serve", "if (disabled || dt < 0) goto general;", "if (dt < 0) goto general;",
+       "kill_switch_checked_by_the_entry"),
+    _m("kill-switch-case-sensitive", "settings: the kill switch compared without lower-casing",
+       _S, "Settings.__init__", "os.environ.get(ENV_DISABLE, '').strip().lower()",
+       "os.environ.get(ENV_DISABLE, '').strip()", "kill_switch_spellings"),
+    _m("entry-device-restored-on-success-only", "compiled entry: the current device restored only after a "
+       "successful launch", _E, "serve", "if (current != device && set_device(current) != 0)",
+       "if (!err && current != device && set_device(current) != 0)", "entry_failed_launch_restores_the_device"),
+    _m("entry-device-error-left-pending", "compiled entry: a failed hipGetDevice/hipSetDevice's error left pending",
+       _E, "hip_failed", "get_last_error();", "", "entry_failed_set_device"),
+    _m("entry-key-align-ignored", "compiled entry: keys equal whatever their alignment byte",
+       _E, "key_equal", "&& a->align == b->align", "", "entry_alignments_apart"),
+    _m("entry-output-leaked", "compiled entry: new_like never deletes the shim's handle (every output leaks)",
+       _E, "new_like", "delete_tensor(handle);", "", "entry_output_freed"),
+    _m("unload-unpublished", "unload(): relu() not told, it keeps calling the unloaded entry",
+       "_compiled_entry.py", "unload", "_publish()", "pass", "unload_as_the_general_path"),
+    _m("unload-warning-fallback", "unload(): the warning says every call takes torch's fallback",
+       "_compiled_entry.py", "unload", "False", "True", "unload_as_the_general_path"),
 )
 ALL_MUTANTS = MUTANTS + DISPATCH_MUTANTS
 UNMUTATED = Mutant("unmutated", "the copy as it is", ())
@@ -546,14 +566,18 @@ def run_mutant(dev, pkg, mutant: Mutant) -> Result:
 
 
 def scenarios() -> dict:
-    """name -> scenario: tests/vgpu/test_hot_path.py's, test_fast_fallback.py's and test_objects_and_runtime.py's."""
+    """name -> scenario: tests/vgpu/test_hot_path.py's, test_fast_fallback.py's,
+    test_objects_and_runtime.py's, test_entry_devices.py's and test_entry_switches.py's."""
+    import test_entry_devices as ED
+    import test_entry_switches as ES
     import test_fast_fallback as F
     import test_hot_path as H
     import test_objects_and_runtime as O
 
-    names = [*H.SCENARIOS, *F.SCENARIOS, *O.SCENARIOS]
+    tables = (H.SCENARIOS, F.SCENARIOS, O.SCENARIOS, ED.SCENARIOS, ES.SCENARIOS)
+    names = [name for table in tables for name in table]
     assert len(set(names)) == len(names), "scenario names must be unique"
-    return {**H.SCENARIOS, **F.SCENARIOS, **O.SCENARIOS}
+    return {name: f for table in tables for name, f in table.items()}
 
 
 def run_scenarios(dev, pkg, mutant: Mutant, names, first_only=True) -> Result:

@@ -18,7 +18,7 @@ import torch
 
 import vgpu_support as S
 from test_hot_path import F32, Ctx
-from vgpu.serve import present_cpu
+from vgpu.serve import canary_memory_for, present_cpu
 
 pytestmark = pytest.mark.vgpu
 N = 256
@@ -41,6 +41,12 @@ KILL_ON = _spellings("1", "true", "yes", "on")  # what _state.Settings reads as 
 KILL_OFF = ["0", "false", "No", " OFF ", "", "2", "y", "disable", "10"]
 CANARY_VALUES = _spellings("0", "false", "no", "off") + ["1", "", "yes", "2"]
 RUNG_VALUES = ["v1", "v2", "v3", "v4", "v5", " v2 ", "V3", "v9", ""]
+
+
+def _canary_on_the_device(c):
+    """The package's first-use canaries run on the virtual device (as the vgpu fixture has it
+    for relu_flydsl; a mutated copy needs it too): these scenarios turn the canary on."""
+    c.mp.setattr(c.pkg._canary, "device_memory", canary_memory_for(c.dev))
 
 
 def _set(c, env):
@@ -88,6 +94,7 @@ def _both_ways(c, settings, base=None):
     again with it off. Every step must give the same as without the entry, but for how often
     the general path ran; the entry must have served some. Returns the entry's steps."""
     base = base or {}
+    _canary_on_the_device(c)
     plan = [base] + [s for setting in settings for s in (setting, setting, base)]
     runs = {}
     for on in (True, False):
@@ -143,6 +150,7 @@ def kill_switch_checked_by_the_entry(c):
     """An entry added after the kill switch was read (a general-path call that read the settings
     before it changed and hands its entry over after: the table's clearing missed it): the
     entry still serves nothing while the switch is on."""
+    _canary_on_the_device(c)
     _set(c, {})
     _, x, _, out, _ = c.tensors(N, seed=1)
     c.relu(x, out=out)  # the general path: entry made, handed over
@@ -168,9 +176,9 @@ def unload_as_the_general_path(c):
     fallback serves; relu() no longer calls the entry: the general path takes every call
     (entered each time) and counts it where it counts it with the entry off, on the virtual
     gfx950 and off any ROCm device; the kernels still serve."""
-    _set(c, {CANARY: "0"})
+    _canary_on_the_device(c)
     for seed in (1, 2):
-        _step(c, {CANARY: "0"}, seed)  # entries ready, the second call the entry's
+        _step(c, {}, seed)  # every setting unset; entries ready, the second call the entry's
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         c.entry.unload("test")
@@ -179,9 +187,10 @@ def unload_as_the_general_path(c):
         assert "fallback" not in said[0], f"the kernels still serve, the warning says otherwise: {said[0]}"
         assert not c.entry.status()["loaded"] and c.entry.status()["reason"] == "test"
         runs = {}
-        for on in (True, False):  # unloaded, then unloaded and use(False): the same
-            c.entry.use(on)
-            steps = [_step(c, {CANARY: "0"}, seed) for seed in (3, 4)]
+        for on in (True, False):  # unloaded, then also use(False): the same
+            if not on:  # (only now: use() itself tells relu() what serves)
+                c.entry.use(False)
+            steps = [_step(c, {}, seed) for seed in (3, 4)]
             cpu = torch.randn(N, generator=torch.Generator().manual_seed(5))
             with pytest.MonkeyPatch.context() as mp:  # CPU tensors are no device memory: torch's kernel
                 mp.setattr(c.d, "device_info", lambda t: None)
