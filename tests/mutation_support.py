@@ -194,7 +194,7 @@ def _m(name, why, rel, qualname, old, new, kill, count=1):
 # The compiled entry's questions to libtorch (torch_decides) are checked against torch's own answers
 # before it loads (_compiled_entry._bind_queries), which refuses a mutated one. A guard mutant skips
 # that check too, so that the scenarios themselves must catch the wrong answer.
-_ANSWERS_UNCHECKED = ("_compiled_entry.py", "_bind_queries", "got != want", "False")
+_ANSWERS_UNCHECKED = ("_compiled_entry.py", "_check_answers", "got != want", "False")
 
 
 def _guard(name, why, old, new, *kill):
@@ -243,7 +243,7 @@ DISPATCH_MUTANTS = (
     _m("dispatch-default-stream", "first call: launches on stream 0, not the tensor's device's current stream",
        _D, "_launch_entry", "info.stream", "0", "overlap_in_bytes"),
     _m("hot-uncounted", "compiled entry: dispatch_stats() not counted",
-       _E, "serve", "return count(e->hit, out);", "return out;", "overlap_in_bytes"),
+       _E, "serve", "return count(hit, out);", "return out;", "overlap_in_bytes"),
     _m("launch-return-code-dropped", "launch(): hipModuleLaunchKernel's return code dropped",
        _L, "launch", "return err", "return 0", "first_launch_fails"),
     _m("launch-error-left-pending", "launch(): a failed launch's error not taken (hipGetLastError)",
@@ -334,7 +334,7 @@ DISPATCH_MUTANTS = (
     _guard("hot-out-neg-unchecked", "compiled entry: a neg-bit out's raw memory (which holds -out) written",
            'if (is_neg(yt)) return "out is a neg-bit view";', "", "neg_out_on_the_hot_path"),
     _m("fast-miss-to-torch", "compiled entry: a gfx950 call without a ready entry served by torch (no first use)",
-       _E, "serve", "if (e == NULL) goto general;", "if (e == NULL) return fallback(x, out, off_hit);",
+       _E, "serve", "if (found == NULL) goto general;", "if (found == NULL) return fallback(x, out, off_hit);",
        "misaligned_out"),  # a new alignment on a device the entry knows: its first use
     _m("sha256-missing-unchecked", "code objects: an entry with no or an empty sha256 loaded unchecked",
        _O, "read_verified", "hashlib.sha256(data).hexdigest() != e.get('sha256')",

@@ -17,7 +17,11 @@
  * CPython limited API 3.10 (one binary for 3.10-3.13), no library linked but libc; the HIP
  * entry points are the runtime's that the Python side found loaded (_hip.py), passed in as
  * addresses. Built by flash_relu_rocm/build.py, checked against its sha256 before it loads
- * (_compiled_entry.py). Everything here runs with the GIL held; serve() never releases it.
+ * (_compiled_entry.py). Everything here runs with the GIL held; serve() never releases it, but
+ * what it calls may run Python (torch.empty_like releases the GIL; a garbage collection, a ctypes
+ * callback of the virtual device): another thread can then add, clear or replace entries. So no
+ * pointer into the table or the devices outlives a call that can run Python: serve() copies the
+ * entry it found and holds its own references.
  */
 #define Py_LIMITED_API 0x030A0000
 #define PY_SSIZE_T_CLEAN
@@ -163,10 +167,14 @@ static int alloc_dtype[ALLOC_DTYPES];  /* DLPack dtype keys ... */
 static int32_t shim_dtype[ALLOC_DTYPES]; /* ... and the shim's codes for them */
 
 /* The stand-in devices of the virtual gfx950 and the host-time benchmark: CPU tensors count as
- * device memory, their device and stream asked from these (NULL: device 0, torch's CPU stream). */
+ * device memory. describe() turns their memory description into a ROCm one (device from
+ * seam_device_of, NULL: device 0), so everything after it runs the ROCm branches; only the stream
+ * (seam_stream_of, NULL: torch's CPU stream) and the allocation's device (presented_empty_strided:
+ * torch's CPU, the device asked recorded for the tests) are stood in for. */
 static int present_cpu;
 static int (*seam_device_of)(uint64_t pointer);
 static uint64_t (*seam_stream_of)(int device);
+static int32_t asked_device[2] = {-1, -1}; /* the shim's device type and index new_like asked last */
 
 static PyObject *env_data, *env_keys[3], *env_seen[3]; /* os.environ._data, the three keys, their values */
 static int disabled;                                    /* the kill switch, as the settings read it */
@@ -210,6 +218,18 @@ static void clear_devices(void) {
 }
 
 /* ---- what serve() reads of a tensor ---- */
+static uint64_t address(const DLTensor *t) { return (uint64_t)(uintptr_t)t->data + t->byte_offset; }
+
+/* The tensor's memory description (0), or non-zero where torch has none (sparse, nested, ...). */
+static int describe(PyObject *tensor, DLTensor *t) {
+    if (api->dltensor_from_py_object_no_sync(tensor, t) != 0) return -1;
+    if (present_cpu && t->device.device_type == kDLCPU) {
+        t->device.device_type = kDLROCM;
+        t->device.device_id = seam_device_of ? seam_device_of(address(t)) : 0;
+    }
+    return 0;
+}
+
 static int dtype_key(DLDataType t) { return t.lanes == 1 ? t.code << 8 | t.bits : -1; }
 
 static int64_t numel_of(const DLTensor *t) {
@@ -236,8 +256,6 @@ static int same_shape(const DLTensor *a, const DLTensor *b) {
         if (a->shape[d] != b->shape[d]) return 0;
     return 1;
 }
-
-static uint64_t address(const DLTensor *t) { return (uint64_t)(uintptr_t)t->data + t->byte_offset; }
 
 /* dtypes the fallback hands to torch's relu here (_dispatch._TORCH_FAST): float16/32/64,
  * bfloat16, uint8, int8/16/32/64; any other goes the general path. */
@@ -279,8 +297,10 @@ static int env_current(void) {
     return 1;
 }
 
+/* Counts a served call: steals the caller's references to hit and result. */
 static PyObject *count(PyObject *hit, PyObject *result) {
     PyObject *r = PyObject_CallNoArgs(hit);
+    Py_DecRef(hit);
     if (r == NULL) {
         Py_DecRef(result);
         return NULL;
@@ -290,9 +310,11 @@ static PyObject *count(PyObject *hit, PyObject *result) {
 }
 
 /* torch's kernel, as the general path's fallback runs it; None when torch refuses before writing
- * (autograd, a partial overlap, mkldnn: RuntimeError), so the general path says why. */
-static PyObject *fallback(PyObject *x, PyObject *out, PyObject *hit) {
-    PyObject *r;
+ * (autograd, a partial overlap, mkldnn: RuntimeError), so the general path says why. torch may
+ * release the GIL and another thread clear the devices: it holds its own reference to hit. */
+static PyObject *fallback(PyObject *x, PyObject *out, PyObject *counter) {
+    PyObject *r, *hit = counter;
+    Py_IncRef(hit);
     if (out == Py_None) {
         r = PyObject_CallFunctionObjArgs(torch_relu, x, NULL);
     } else {
@@ -312,6 +334,7 @@ static PyObject *fallback(PyObject *x, PyObject *out, PyObject *hit) {
         }
     }
     if (r == NULL) {
+        Py_DecRef(hit);
         if (out != Py_None && PyErr_ExceptionMatches(PyExc_RuntimeError)) {
             PyErr_Clear();
             Py_RETURN_NONE;
@@ -321,10 +344,7 @@ static PyObject *fallback(PyObject *x, PyObject *out, PyObject *hit) {
     return count(hit, r);
 }
 
-static int device_of(const DLTensor *t) {
-    if (present_cpu) return seam_device_of ? seam_device_of(address(t)) : 0;
-    return t->device.device_id;
-}
+static int device_of(const DLTensor *t) { return t->device.device_id; }
 
 static void *stream_of(int device) {
     if (present_cpu && seam_stream_of) return (void *)(uintptr_t)seam_stream_of(device);
@@ -337,6 +357,15 @@ static PyObject *hip_failed(const char *what, int err) {
     get_last_error();
     PyErr_Format(PyExc_RuntimeError, "relu_flydsl: %s failed with HIP error %d", what, err);
     return NULL;
+}
+
+/* The shim's allocation for presented CPU tensors: on torch's CPU, whatever device new_like asked
+ * for, which it records (allocated_on() returns it). */
+static int32_t presented_empty_strided(int64_t ndim, const int64_t *sizes, const int64_t *strides, int32_t dtype,
+                                       int32_t device_type, int32_t device_index, void **handle) {
+    asked_device[0] = device_type;
+    asked_device[1] = device_index;
+    return empty_strided(ndim, sizes, strides, dtype, shim_cpu, 0, handle);
 }
 
 /* A new tensor as torch.empty_like(x) makes it for a contiguous x (x's sizes and strides, dtype and
@@ -358,17 +387,21 @@ static PyObject *new_like(PyObject *x, const DLTensor *t, int dt, uint64_t *data
             strides = compact;
         }
         void *handle = NULL, *p = NULL;
-        if (empty_strided(t->ndim, t->ndim ? t->shape : &size_one, t->ndim ? strides : &size_one, shim_dtype[i],
-                          t->device.device_type == kDLCPU ? shim_cpu : shim_cuda, t->device.device_id, &handle) == 0) {
+        EmptyStrided allocate = present_cpu ? presented_empty_strided : empty_strided;
+        if (allocate(t->ndim, t->ndim ? t->shape : &size_one, t->ndim ? strides : &size_one, shim_dtype[i],
+                     t->device.device_type == kDLCPU ? shim_cpu : shim_cuda, t->device.device_id, &handle) == 0) {
             PyObject *y = data_ptr(handle, &p) == 0 ? wrap_tensor(handle) : NULL;
             delete_tensor(handle);
             if (y != NULL) *data = (uint64_t)(uintptr_t)p;
             if (y != NULL || PyErr_Occurred()) return y;
         }
     }
-    PyObject *y = PyObject_CallFunctionObjArgs(torch_empty_like, x, NULL);
+    PyObject *empty_like = torch_empty_like, *y;
+    Py_IncRef(empty_like); /* init() may replace it while it runs */
+    y = PyObject_CallFunctionObjArgs(empty_like, x, NULL);
+    Py_DecRef(empty_like);
     DLTensor yt;
-    if (y != NULL && api->dltensor_from_py_object_no_sync(y, &yt) != 0) {
+    if (y != NULL && describe(y, &yt) != 0) {
         Py_DecRef(y);
         return NULL;
     }
@@ -386,17 +419,16 @@ static PyObject *serve(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     PyObject *x = args[0], *out = args[1];
     if (torch_decides(x, out) != NULL || !env_current()) Py_RETURN_NONE;
     DLTensor xt, yt;
-    if (api->dltensor_from_py_object_no_sync(x, &xt) != 0) goto general; /* sparse, nested, ... */
+    if (describe(x, &xt) != 0) goto general; /* sparse, nested, ... */
     int dt = dtype_key(xt.dtype);
     if (out != Py_None) {
-        if (api->dltensor_from_py_object_no_sync(out, &yt) != 0) goto general;
+        if (describe(out, &yt) != 0) goto general;
         if (dtype_key(yt.dtype) != dt || !same_shape(&xt, &yt) || !contiguous(&xt) || !contiguous(&yt))
             goto general;
     }
     int rung = rung_index(args[2]);
     if (rung < 0) goto general; /* the general path raises, or names why torch serves */
-    int rocm = present_cpu ? xt.device.device_type == kDLCPU : xt.device.device_type == kDLROCM;
-    if (!rocm) {
+    if (xt.device.device_type != kDLROCM) {
         if (!plain_dtype(dt)) goto general;
         if (out != Py_None && (yt.device.device_type != xt.device.device_type ||
                                yt.device.device_id != xt.device.device_id))
@@ -416,20 +448,29 @@ static PyObject *serve(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     uint64_t xp = address(&xt), yp = out == Py_None ? 0 : address(&yt);
     Key k = {numel, device, (uint16_t)dt, (uint8_t)rung, (uint8_t)((xp & 15) << 4 | (yp & 15))};
     if (numel <= 0) goto general;
-    Entry *e = find(&k);
-    if (e == NULL) goto general;
+    Entry *found = find(&k);
+    if (found == NULL) goto general;
+    /* what the launch needs, copied: allocating, asking the stream or launching may run Python,
+     * and another thread may then clear the table or reuse the slot for another key */
+    void *function = found->function;
+    LaunchConfig config = found->config;
+    PyObject *hit = found->hit, *what = found->what;
+    Py_IncRef(hit);
+    Py_IncRef(what);
     if (out == Py_None) {
         out = new_like(x, &xt, dt, &yp);
-        if (out == NULL) return NULL;
+        if (out == NULL) goto failed;
         if (yp & 15) { /* not the entry's alignment: the general path plans this one */
             Py_DecRef(out);
+            Py_DecRef(hit);
+            Py_DecRef(what);
             goto general;
         }
     } else {
         uint64_t nbytes = (uint64_t)numel * (xt.dtype.bits / 8);
         if (xp != yp && xp < yp + nbytes && yp < xp + nbytes) { /* dense ranges overlap */
             PyErr_SetObject(PyExc_ValueError, overlap_message);
-            return NULL;
+            goto failed;
         }
         Py_IncRef(out);
     }
@@ -440,20 +481,22 @@ static PyObject *serve(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     int current, err;
     if (stream == (void *)-1) {
         Py_DecRef(out);
-        return NULL; /* torch's stream query raised */
+        goto failed; /* torch's stream query raised */
     }
     if ((err = get_device(&current)) != 0) {
         Py_DecRef(out);
-        return hip_failed("hipGetDevice", err);
+        hip_failed("hipGetDevice", err);
+        goto failed;
     }
     if (current != device && (err = set_device(device)) != 0) { /* kernels launch on the current device */
         Py_DecRef(out);
-        return hip_failed("hipSetDevice", err);
+        hip_failed("hipSetDevice", err);
+        goto failed;
     }
     if (stream == NULL && launch_ex != NULL) { /* the null stream: hipDrvLaunchKernelEx (_launch.py says why) */
-        err = launch_ex(&e->config, e->function, params, NULL);
+        err = launch_ex(&config, function, params, NULL);
     } else {
-        err = launch_kernel(e->function, e->config.gridDimX, 1, 1, e->config.blockDimX, 1, 1, 0, stream, params, NULL);
+        err = launch_kernel(function, config.gridDimX, 1, 1, config.blockDimX, 1, 1, 0, stream, params, NULL);
     }
     if (err) get_last_error(); /* taken, so torch's next launch check does not see it */
     if (current != device && set_device(current) != 0) get_last_error();
@@ -461,10 +504,15 @@ static PyObject *serve(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
         Py_DecRef(out);
         PyErr_Format(PyExc_RuntimeError,
                      "relu_flydsl: kernel launch failed with HIP error %d (%U, numel %lld); the output is not valid",
-                     err, e->what, (long long)numel);
-        return NULL;
+                     err, what, (long long)numel);
+        goto failed;
     }
-    return count(e->hit, out);
+    Py_DecRef(what);
+    return count(hit, out);
+failed:
+    Py_DecRef(hit);
+    Py_DecRef(what);
+    return NULL;
 general:
     PyErr_Clear();
     Py_RETURN_NONE;
@@ -639,14 +687,17 @@ static PyObject *clear(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     Py_RETURN_NONE;
 }
 
-/* device(index, gfx950, arch_hit): what the general path learned of a device; returns the
- * stream serve() would launch on there (the general path checks it against torch's). */
+/* device(index, gfx950, arch_hit, torch_stream): what the general path learned of a device, kept
+ * only where the stream serve() would launch on there is torch_stream, torch's current stream;
+ * returns that stream. */
 static PyObject *device(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "device(index, gfx950, arch_hit)");
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "device(index, gfx950, arch_hit, torch_stream)");
         return NULL;
     }
+    uint64_t torch_stream = PyLong_AsUnsignedLongLong(args[3]);
+    if (PyErr_Occurred()) return NULL;
     long index = PyLong_AsLong(args[0]);
     if (index < 0 || index >= DEVICES) {
         if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "device index %ld out of range", index);
@@ -659,6 +710,7 @@ static PyObject *device(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     void *s = stream_of((int)index);
     if (s == (void *)-1) return NULL;
+    if ((uint64_t)(uintptr_t)s != torch_stream) return PyLong_FromUnsignedLongLong((uint64_t)(uintptr_t)s);
     devices[index].known = 1;
     devices[index].gfx950 = gfx950;
     set_ref(&devices[index].arch_hit, args[2]);
@@ -741,6 +793,14 @@ static PyObject *has(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     return PyBool_FromLong(v[3] > 0 && find(&k) != NULL);
 }
 
+/* allocated_on(): (device type, index) that relu(x)'s allocation last asked the shim for while
+ * CPU tensors are presented ((-1, -1): none yet): the tests' view of new_like's device. */
+static PyObject *allocated_on(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    return Py_BuildValue("(ii)", (int)asked_device[0], (int)asked_device[1]);
+}
+
 static PyObject *entries(PyObject *self, PyObject *unused) {
     (void)self;
     (void)unused;
@@ -755,11 +815,13 @@ static PyMethodDef methods[] = {
     {"queries", (PyCFunction)(void (*)(void))queries, METH_FASTCALL, "bind libtorch's answers for torch_decides"},
     {"decides", (PyCFunction)(void (*)(void))decides, METH_FASTCALL, "decides(x, out) -> why the general path, or None"},
     {"clear", (PyCFunction)(void (*)(void))clear, METH_FASTCALL, "clear(env, disabled, max): drop every entry"},
-    {"device", (PyCFunction)(void (*)(void))device, METH_FASTCALL, "device(index, gfx950, arch_hit) -> stream"},
+    {"device", (PyCFunction)(void (*)(void))device, METH_FASTCALL,
+     "device(index, gfx950, arch_hit, torch_stream) -> stream"},
     {"add", (PyCFunction)(void (*)(void))add, METH_FASTCALL, "add a ready single-launch entry"},
     {"present_cpu", (PyCFunction)(void (*)(void))present, METH_FASTCALL, "CPU tensors as device memory"},
     {"has", (PyCFunction)(void (*)(void))has, METH_FASTCALL, "whether an entry is ready"},
     {"entries", entries, METH_NOARGS, "how many entries are ready"},
+    {"allocated_on", allocated_on, METH_NOARGS, "the device the presented allocation was asked for"},
     {NULL, NULL, 0, NULL},
 };
 

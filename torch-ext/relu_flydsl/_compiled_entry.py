@@ -3,9 +3,11 @@
     load()                  at import: the shipped binary, checked against its sha256 in the
                             manifest, then imported (once; any failure leaves relu() on its
                             Python path, which gives the same answers)
-    status()                {"loaded": True, "file", "sha256", "allocation"} or {"loaded": False, "reason"}
-    learn(info)             the general path saw a ROCm device (arch, stream): tell the entry
+    status()                {"loaded", "reason", "file", "sha256", "allocation", "devices"}
+    learn(info)             the general path saw a ROCm device (arch, stream): check the entry's
+                            answers there against torch's, then tell the entry (or stand down there)
     add(entry, rung)        the general path launched a ready single-launch entry: replay it
+                            (unless the settings changed since it was made ready)
     present_cpu(...)        CPU tensors as device memory (the virtual gfx950, host benchmarks)
 
 Where it cannot load (not x86-64 Linux, a Python outside 3.10-3.13 or free-threaded, a
@@ -64,6 +66,7 @@ _memfd = None  # kept open: its /proc path names this process's copy of the bina
 _hip_bound = None  # the HIP library whose entry points the compiled entry calls
 presenting = None  # the stand-in's callbacks while CPU tensors are presented (tools/vgpu/serve.py)
 allocation = None  # how relu(x) allocates its output there: "torch's C shim", or why torch.empty_like
+devices = {}  # device index -> why the entry stands down there (None: it serves there); learn() fills it
 
 
 def _why_not_here():
@@ -177,32 +180,27 @@ def _transform():
         torch._C._functorch._grad_decrement_nesting()
 
 
-def _probes():
-    """(x, out) pairs with each answer of torch_decides."""
-    t, u = torch.zeros(2), torch.zeros(2)
-    with torch.inference_mode():
-        frozen = torch.zeros(2)
-    grad = torch.zeros(2, requires_grad=True)
-    param = torch.nn.Parameter(torch.zeros(2), requires_grad=False)
-    return ((t, None), (t, u), (param, None), (t, param), (grad, None), (t, grad), (torch._neg_view(t), None),
-            (t, torch._neg_view(u)), (t, frozen), (frozen, None), (1.0, None))
+def _probes(device=None):
+    """(x, out) pairs with each answer of torch_decides, on `device` (None: the CPU)."""
+    with torch.inference_mode(False), torch.enable_grad():  # whatever mode the caller is in
+        t, u = torch.zeros(2, device=device), torch.zeros(2, device=device)
+        with torch.inference_mode():
+            frozen = torch.zeros(2, device=device)
+        grad = torch.zeros(2, device=device, requires_grad=True)
+        param = torch.nn.Parameter(torch.zeros(2, device=device), requires_grad=False)
+        return ((t, None), (t, u), (param, None), (t, param), (grad, None), (t, grad), (torch._neg_view(t), None),
+                (t, torch._neg_view(u)), (t, frozen), (frozen, None), (1.0, None))
 
 
-def _bind_queries(module):
-    """Hand the entry libtorch's answers (QUERIES) and check them against torch's own
-    (torch_decides) on probe tensors, outside and inside a dispatch mode and a torch.func
-    transform. RuntimeError says what is missing or differs; the entry then does not load."""
-    probe = torch.zeros(1)
+def _check_answers(module, device=None):
+    """The entry's answers (decides) against torch's own (torch_decides) on probe tensors on
+    `device`, outside and inside a dispatch mode and a torch.func transform. RuntimeError says
+    what differs."""
+    probe = torch.zeros(1, device=device)
     if ctypes.c_void_p.from_address(id(probe) + TENSOR_AT).value != probe._cdata:
         raise RuntimeError(f"torch {torch.__version__}'s tensor object does not hold its at::Tensor at byte "
                            f"{TENSOR_AT}")
-    try:
-        lib = _libtorch()
-        addresses = [_hip.address(getattr(lib, name)) for name in QUERIES]
-    except (OSError, AttributeError) as e:
-        raise RuntimeError(f"libtorch's answers for the entry not found ({e})") from None
-    module.queries(torch.Tensor, TENSOR_AT, *addresses)
-    probes = _probes()
+    probes = _probes(device)
     for state, where in ((contextlib.nullcontext, ""), (_dispatch_mode, " in a dispatch mode"),
                          (_transform, " in a torch.func transform")):
         with state():
@@ -211,6 +209,19 @@ def _bind_queries(module):
                 if got != want:
                     raise RuntimeError(f"libtorch's answers differ from torch's{where}: {got!r} where torch says "
                                        f"{want!r}")
+
+
+def _bind_queries(module):
+    """Hand the entry libtorch's answers (QUERIES) and check them against torch's own on CPU
+    probe tensors (_check_answers; learn() checks them again on each device before the entry
+    serves there). RuntimeError says what is missing or differs; the entry then does not load."""
+    try:
+        lib = _libtorch()
+        addresses = [_hip.address(getattr(lib, name)) for name in QUERIES]
+    except (OSError, AttributeError) as e:
+        raise RuntimeError(f"libtorch's answers for the entry not found ({e})") from None
+    module.queries(torch.Tensor, TENSOR_AT, *addresses)
+    _check_answers(module)
 
 
 def _torch_shim():
@@ -248,19 +259,41 @@ def use_shim(on: bool) -> str:
     return allocation
 
 
+class _Replay:
+    """STATE.replay: the entry's ready entries and devices, dropped with the general path's."""
+
+    __slots__ = ("module",)
+
+    def __init__(self, module):
+        self.module = module
+
+    def clear(self, env, disabled, entries_max):
+        devices.clear()
+        self.module.clear(env, disabled, entries_max)
+
+    def entries(self) -> int:
+        return self.module.entries()
+
+
+def _init(module, empty_like=torch.empty_like):
+    """Hand the entry torch's DLPack API, the settings' raw values and torch's functions
+    (empty_like: the tests pass one that runs Python in the middle of a call)."""
+    module.init(torch.Tensor.__dlpack_c_exchange_api__, ENV_DATA, ENV_KEYS, RUNG_NAMES, torch.relu,
+                torch.clamp_min, empty_like, STATE.lasting[_NO_DEVICE].hit, STATE.lasting[_DISABLED].hit, OVERLAP)
+
+
 def load():
     """Load and initialise the compiled entry, or record why not. Returns status()."""
     global _module, _loaded, _reason, _file, SERVE, _hip_bound, presented
     _module = _loaded = SERVE = STATE.replay = None  # a failed load leaves nothing of an earlier one
     _hip_bound, presented = None, False  # a binary loaded now knows no runtime and presents nothing
+    devices.clear()
     why = _why_not_here()
     if why is None:
         try:
             data, meta = _verified_bytes()
             module = _import(data)
-            module.init(torch.Tensor.__dlpack_c_exchange_api__, ENV_DATA, ENV_KEYS, RUNG_NAMES, torch.relu,
-                        torch.clamp_min, torch.empty_like, STATE.lasting[_NO_DEVICE].hit,
-                        STATE.lasting[_DISABLED].hit, OVERLAP)
+            _init(module)
             _bind_queries(module)
             _allocate_with(module, _torch_shim())
         except (AttributeError, ImportError, OSError, RuntimeError, TypeError, ValueError) as e:
@@ -268,7 +301,7 @@ def load():
         else:
             _module = _loaded = module
             _file = meta
-            STATE.replay = module
+            STATE.replay = _Replay(module)
             if _restore not in STATE.on_reset:
                 STATE.on_reset.append(_restore)
             STATE.refresh()  # hands it the settings
@@ -284,14 +317,19 @@ def _restore():
     if _loaded is None:
         return
     _module, SERVE, _reason = _loaded, _loaded.serve, None
-    STATE.replay = _loaded
+    STATE.replay = _Replay(_loaded)
     _publish()
 
 
 def status() -> dict:
-    if _module is None:
-        return {"loaded": False, "reason": _reason}
-    return {"loaded": True, "file": _file["file"], "sha256": _file["sha256"], "allocation": allocation}
+    """{"loaded": bool, "reason": why not (None when loaded), "file", "sha256", "allocation": how
+    relu(x) allocates (None when not loaded), "devices": {index: why the entry stands down on that
+    device, or None where it serves}} (devices: those the general path has seen since the settings
+    last changed)."""
+    loaded = _module is not None
+    return {"loaded": loaded, "reason": None if loaded else _reason, "file": _file["file"] if loaded else None,
+            "sha256": _file["sha256"] if loaded else None, "allocation": allocation if loaded else None,
+            "devices": dict(devices)}
 
 
 def not_loaded():
@@ -302,42 +340,81 @@ def not_loaded():
 def _bind_hip(lib):
     """Hand the entry the HIP runtime's entry points (again whenever _hip binds another)."""
     global _hip_bound
+    devices.clear()  # hip() drops what the entry knew of devices
     address = _hip.address
     _module.hip(address(lib.hipModuleLaunchKernel), address(getattr(lib, "hipDrvLaunchKernelEx", None)),
                 address(lib.hipGetDevice), address(lib.hipSetDevice), address(lib.hipGetLastError))
     _hip_bound = lib
 
 
+def _stand_down(index: int, why: str):
+    """The entry does not serve device `index` (it stays unknown there: the general path serves
+    it); status() says why, and the first time it warns."""
+    devices[index] = why
+    STATE.warn_once(("entry device", index, why), f"the compiled entry does not serve device {index} ({why}); "
+                    "its calls take the Python path (same results, more host time)", fallback=False)
+
+
 def learn(info, arch_reason: str):
     """The general path saw device info.index (a ROCm device, or the stand-in's): tell the entry
-    whether it is a gfx950 and, where not, the counter of its fallback. The stream the entry
-    would launch on there must be torch's current stream, which device_info asked torch for:
-    if not, the entry is unloaded (a torch whose DLPack stream query disagrees)."""
+    whether it is a gfx950 and, where not, the counter of its fallback. First, on each device,
+    the entry's answers to libtorch's questions must be torch's own for tensors on that device,
+    and the stream it would launch on there torch's current stream (device_info asked torch):
+    where either differs the entry stands down on that device."""
+    if _module is None:
+        return
+    if info.index in devices and devices[info.index] is not None:
+        return  # stood down there until the settings change
     gfx950 = info.arch == "gfx950"
     if gfx950 and _hip.lib() is not _hip_bound:
         _bind_hip(_hip.lib())
+    if info.index not in devices:
+        try:  # presented CPU tensors are that device's memory; else the ROCm device itself ("cuda" to torch)
+            _check_answers(_module, None if presented else torch.device("cuda", info.index))
+        except Exception as e:  # noqa: BLE001 - whatever it is, the general path serves there
+            return _stand_down(info.index, f"{type(e).__name__}: {e}")
     hit = STATE.counter(("fallback", arch_reason)).hit
     try:
-        stream = _module.device(info.index, gfx950, hit)
+        stream = _module.device(info.index, gfx950, hit, info.stream)
     except Exception as e:  # noqa: BLE001 - whatever it is, the general path serves on
         return unload(f"device({info.index}) raised {type(e).__name__}: {e}")
-    if stream != info.stream:
-        unload(f"the DLPack stream query gave {stream:#x} on device {info.index}, torch's current stream is "
-               f"{info.stream:#x}")
+    if stream != info.stream:  # the entry did not learn it
+        return _stand_down(info.index, f"the DLPack stream query gave {stream:#x}, torch's current stream is "
+                           f"{info.stream:#x}")
+    devices[info.index] = None
+
+
+def _still_ready(entry, rung) -> bool:
+    """Whether `entry`, made ready by a call that read the settings earlier, is what a call
+    would run now (with STATE.lock held: refresh() changes the settings under it). Launching
+    releases the GIL, so another thread may have changed them meanwhile."""
+    s = STATE.settings
+    if STATE.entries.get(entry.key) is not entry or s.disabled:
+        return False  # made under settings since replaced (refresh() drops every entry)
+    p = entry.plan
+    if rung is None and p.rung != s.default_rung:
+        return False
+    vkey = (p.rung, p.dtype, p.vec, entry.device)
+    return STATE.functions.get(vkey) is entry.function if not s.canary else (
+        vkey in STATE.verdicts and STATE.verdicts[vkey] is None)
 
 
 def add(entry, rung):
-    """Replay a ready single-launch entry (_dispatch.Entry) of `rung` as asked (None: the default)."""
+    """Replay a ready single-launch entry (_dispatch.Entry) of `rung` as asked (None: the default),
+    unless the settings changed since it was made ready."""
     if rung is not None and (type(rung) is not str or rung not in RUNG_NAMES):
         return  # asked by another spelling: the general path keeps serving it
     p = entry.plan
     code, bits = DL_DTYPES[getattr(torch, p.dtype)]
     numel, x_align, y_align, device = entry.key[2:]
-    try:
-        _module.add(0 if rung is None else RUNG_NAMES.index(rung) + 1, code, bits, numel, x_align, y_align, device,
-                    entry.function.value, entry.grid, entry.block, entry.hit, f"rung {p.rung}, {p.dtype}")
-    except Exception as e:  # noqa: BLE001 - whatever it is, the general path serves on
-        unload(f"add() raised {type(e).__name__}: {e}")
+    with STATE.lock:
+        if _module is None or not _still_ready(entry, rung):
+            return
+        try:
+            _module.add(0 if rung is None else RUNG_NAMES.index(rung) + 1, code, bits, numel, x_align, y_align,
+                        device, entry.function.value, entry.grid, entry.block, entry.hit, f"rung {p.rung}, {p.dtype}")
+        except Exception as e:  # noqa: BLE001 - whatever it is, the general path serves on
+            unload(f"add() raised {type(e).__name__}: {e}")
 
 
 def replays(entry, rung) -> bool:
@@ -356,6 +433,7 @@ def unload(reason: str):
     if _module is None:
         return
     _module.clear((None, None, None), True, 1)
+    devices.clear()
     STATE.replay = None
     _module, SERVE, _reason = None, None, reason
     _publish()
@@ -370,6 +448,7 @@ def present_cpu(on: bool, device_of=None, stream_of=None):
     if _loaded is not None:
         _loaded.present_cpu(on, device_of, stream_of)
         presented = bool(on)
+        devices.clear()
 
 
 def _publish():
