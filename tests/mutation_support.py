@@ -580,6 +580,14 @@ def scenarios() -> dict:
     return {name: f for table in tables for name, f in table.items()}
 
 
+def known_bugs() -> dict:
+    """Scenarios expected to fail until a bug is fixed (each scenario file's KNOWN_BUGS)."""
+    import test_entry_devices as ED
+    import test_hot_path as H
+
+    return {**H.KNOWN_BUGS, **ED.KNOWN_BUGS}
+
+
 def run_scenarios(dev, pkg, mutant: Mutant, names, first_only=True) -> Result:
     """scenarios() against the copy, each with its own
     monkeypatch (undone after it), stopping at the first that fails unless

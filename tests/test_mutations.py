@@ -45,7 +45,7 @@ def _result(vgpu, monkeypatch, root, name):
         else:
             _results[name] = M.run_mutant(vgpu, pkg, mutant)
             if mutant is M.UNMUTATED:  # and every scenario but the known bugs' (expected to fail)
-                scenarios = [s for s in M.scenarios() if s not in H.KNOWN_BUGS]
+                scenarios = [s for s in M.scenarios() if s not in M.known_bugs()]
                 _results["unmutated-scenarios"] = M.run_scenarios(vgpu, pkg, mutant, scenarios, first_only=False)
     return _results[name]
 
@@ -130,7 +130,7 @@ def test_unmutated_copy_passes(vgpu, monkeypatch, mutant_root):
     assert r.cases > 100
     assert not r.failing, f"unmutated copy failed {len(r.failing)} case(s); first: {next(iter(r.failing.items()))}"
     s = _results["unmutated-scenarios"]
-    assert s.cases == len(M.scenarios()) - len(H.KNOWN_BUGS) and not s.failing, s.failing
+    assert s.cases == len(M.scenarios()) - len(M.known_bugs()) and not s.failing, s.failing
 
 
 @pytest.mark.parametrize("name", [m.name for m in M.ALL_MUTANTS])

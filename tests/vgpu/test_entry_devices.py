@@ -111,7 +111,9 @@ def entry_serves_every_device(c):
     # device 0 has no entry of this size: its first call is the general path's
     _served(c, 0, seed=6, hot=False)
     # relu(x) of the same size and alignment (a fresh output is 16-byte aligned): the entry
-    # allocates the output and launches on x's device and stream
+    # allocates the output on x's device (asked of torch's C shim as a ROCm device: "cuda" to
+    # torch) and launches on x's device and stream
+    shim, _ = c.entry._torch_shim()
     for device in (1, 2):
         xbits, x, _, _, _ = _tensors(c, device, seed=7 + device)
         c.dev.fresh_output(N * 4, name=f"y{device}")
@@ -120,7 +122,10 @@ def entry_serves_every_device(c):
         S.assert_bits(y, S.relu_bits(xbits, F32))
         assert [(r.device, r.stream) for r in c.dev.launches[launches:]] == [(device, STREAMS[device])]
         assert c.general == general, "relu(x) of a ready size and alignment is the compiled entry's"
-        assert c.dev.device_of(y.data_ptr()) == device, "relu(x)'s output registered on x's device"
+        if shim is not None and c.entry.status()["allocation"] == "torch's C shim":
+            cuda = shim[5]  # the shim's device type for ROCm devices
+            asked = c.entry._loaded.allocated_on()
+            assert asked == (cuda, device), f"relu(x)'s output asked for on {asked}, x is on (cuda {cuda}, {device})"
         assert c.dev.get_device() == 0 and c.dev.last_error() == 0
         c.dev.check()
 
@@ -223,13 +228,49 @@ def entry_output_freed(c):
         c.dev.memories[0].remove(region)  # its address may come back
 
 
+def entry_stream_checked_on_every_device(c):
+    """On device 1 (not current), torch's current stream is not the one the entry's stream query
+    gives: the entry stands down there (status() says why) and the general path serves device 1
+    on torch's stream, every call; device 0 is still the entry's."""
+    _devices(c, 2)
+    info = c.d.device_info
+    torch_stream = 0x7041
+    c.mp.setattr(c.d, "device_info", lambda t: info(t)._replace(stream=torch_stream) if info(t).index == 1
+                 else info(t))
+    for seed in (1, 2, 3):
+        xbits, x, _, out, _ = _tensors(c, 1, seed=seed)
+        general, launches = c.general, len(c.dev.launches)
+        assert c.relu(x, out=out) is out
+        S.assert_bits(out, S.relu_bits(xbits, F32))
+        launched = [(r.device, r.stream) for r in c.dev.launches[launches:]]
+        assert launched == [(1, torch_stream)], f"launched {launched}: device 1's work on a stream torch's is " \
+            "not ordered with"
+        assert c.general == general + 1, "device 1's calls are the general path's"
+        assert c.dev.get_device() == 0
+    status = c.entry.status()
+    assert status["loaded"], f"standing down on device 1 unloaded the entry: {status['reason']}"
+    why = status["devices"].get(1)
+    assert why and "stream" in why, status["devices"]
+    _ready(c, 0)
+
+
 SCENARIOS = {f.__name__: f for f in (
     entry_serves_every_device, entry_failed_launch_restores_the_device, entry_failed_set_device,
     entry_failed_get_device, entry_failed_restore, entry_alignments_apart, entry_output_freed,
+    entry_stream_checked_on_every_device,
 )}
 
 
-@pytest.mark.parametrize("name", list(SCENARIOS))
+# Scenarios that expose a bug not fixed yet: expected to fail (strict), and left out of the
+# mutation check's soundness run until fixed.
+KNOWN_BUGS = {
+    "entry_stream_checked_on_every_device": "add() of a device the entry stands down on unloads the whole entry",
+}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(reason=KNOWN_BUGS[n], raises=AssertionError,
+                                                                           strict=True))
+                                  if n in KNOWN_BUGS else n for n in SCENARIOS])
 def test_entry_devices(vgpu, monkeypatch, name):
     import relu_flydsl
 

@@ -147,23 +147,30 @@ def rung_switch_as_the_general_path(c):
 
 
 def kill_switch_checked_by_the_entry(c):
-    """An entry added after the kill switch was read (a general-path call that read the settings
-    before it changed and hands its entry over after: the table's clearing missed it): the
-    entry still serves nothing while the switch is on."""
+    """An entry handed over after the kill switch was read (a general-path call that read the
+    settings before they changed, on another thread): add() refuses it, and the entry itself,
+    given it anyway (clear(disabled=True) then add()), serves nothing while the switch is on."""
     _canary_on_the_device(c)
     _set(c, {})
     _, x, _, out, _ = c.tensors(N, seed=1)
-    c.relu(x, out=out)  # the general path: entry made, handed over
-    key = (None, F32, N, x.data_ptr() & 15, out.data_ptr() & 15, 0)
-    entry = c.state.entries[key]
+    c.relu(x, out=out)  # the general path: entry made ready, handed over
+    xa, ya = x.data_ptr() & 15, out.data_ptr() & 15
+    entry = c.state.entries[(None, F32, N, xa, ya, 0)]
     info = c.d.device_info(x)
+    module, (code, bits) = c.entry._loaded, c.entry.DL_DTYPES[F32]
+    key = (0, code, bits, N, xa, ya, 0)
+    assert module.has(*key)
     c.mp.setenv(DISABLE, "1")
-    c.state.current()  # the settings re-read: the entry's table cleared, the switch on
-    c.entry.learn(info, "arch gfx950")  # ... and then the late call's device and entry arrive
+    c.state.current()  # the settings re-read: the table cleared, the switch on
+    c.entry.learn(info, "arch gfx950")  # the late call's device and entry arrive
     c.entry.add(entry, None)
+    assert not module.has(*key), "an entry made ready before the kill switch was handed over after it"
+    # the entry itself: told the switch is on, then handed the entry
+    module.device(0, True, c.state.counter(("fallback", "arch gfx950")).hit, info.stream)
+    module.add(*key, entry.function.value, entry.grid, entry.block, entry.hit, "rung v5, float32")
+    assert module.has(*key)
     _, x, _, out, _ = c.tensors(N, seed=2)
-    launches = len(c.dev.launches)
-    before = c.pkg.dispatch_stats()
+    launches, before = len(c.dev.launches), c.pkg.dispatch_stats()
     assert c.relu(x, out=out) is out
     assert c.dev.launches[launches:] == [], "a kernel launched with RELU_FLYDSL_DISABLE=1"
     assert _stats_delta(before, c.pkg.dispatch_stats()) == {KILLED: 1}
