@@ -19,7 +19,6 @@ import functools
 import pytest
 
 import mutation_support as M
-import test_hot_path as H
 import vgpu_support as S
 
 pytestmark = pytest.mark.vgpu
