@@ -646,6 +646,7 @@ class CheckMutant:
     old: str
     new: str
     kill: tuple      # (test module, test function, {parameter: value})
+    child: bool = False  # the kill test loads native code the mutant damages: run it in a child process
 
 
 def _modules_of(path: Path):
@@ -693,6 +694,60 @@ def apply_live(cm: CheckMutant, setattr_) -> int:
                     if v is old_value and callable(v):
                         setattr_(other, k, value)
     return replaced
+
+
+_CHILD = '''
+import faulthandler, pathlib, sys, tempfile
+faulthandler.enable()
+sys.path[:0] = sys.argv[3:]
+import pytest
+import json
+import mutation_support as M
+spec = json.loads(sys.argv[1])
+cm = M.CheckMutant(**dict(spec, kill=tuple(spec["kill"])))
+fn, params, fixtures = M.kill_test(cm)
+with pytest.MonkeyPatch.context() as mp, tempfile.TemporaryDirectory() as tmp:
+    given = {"monkeypatch": mp, "tmp_path": pathlib.Path(tmp)}
+    unknown = [p for p in fixtures if p not in given]
+    assert not unknown, f"a child process offers the fixtures {sorted(given)}, not {unknown}"
+    if sys.argv[2] == "1":
+        assert M.apply_live(cm, mp.setattr) > 0
+    try:
+        fn(**dict(params, **{p: given[p] for p in fixtures}))
+    except (Exception, pytest.fail.Exception) as e:
+        print(f"FAILED {type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:160]}", flush=True)
+        sys.exit(1)
+print("PASSED", flush=True)
+'''
+
+
+def run_in_child(cm: CheckMutant, mutate: bool, timeout: int = 600):
+    """cm's kill test run in a child process (faulthandler on), mutated where `mutate`:
+    (failed, what it said). A crash there (a signal, as damaged native code gives) is a
+    failure of the kill test, reported with the child's last lines, and never takes this
+    process with it."""
+    import os
+    import subprocess
+
+    tests = Path(__file__).resolve().parent
+    paths = [str(tests)] + [str(d) for d in sorted(tests.iterdir()) if d.is_dir() and not d.name.startswith("_")]
+    import dataclasses
+    import json
+
+    spec = json.dumps(dataclasses.asdict(cm))
+    r = subprocess.run([sys.executable, "-c", _CHILD, spec, "1" if mutate else "0", *paths],
+                       capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=dict(os.environ))
+    lines = (r.stdout + r.stderr).strip().splitlines()
+    said = next((ln for ln in lines if ln.startswith(("FAILED", "PASSED"))), None)
+    if r.returncode == 0 and said == "PASSED":
+        return False, "passed"
+    if r.returncode == 1 and said and said.startswith("FAILED"):
+        return True, said[len("FAILED "):]
+    why = f"signal {-r.returncode}" if r.returncode < 0 else f"exit {r.returncode}"
+    fatal = next((i for i, ln in enumerate(lines) if ln.startswith("Fatal Python error")), None)
+    if fatal is not None:  # faulthandler's report: the error, then the stack, innermost first
+        lines = [ln.strip() for ln in lines[fatal:] if ln.startswith("Fatal") or ln.strip().startswith("File")]
+    return True, f"the child process died ({why}): " + " | ".join(lines[-8:] if fatal is None else lines[:6])[:800]
 
 
 def kill_test(cm: CheckMutant):
@@ -797,7 +852,7 @@ CHECK_MUTANTS = (
     CheckMutant("entry-sha256-unchecked", "compiled entry: the binary loaded without its sha256 check",
                 "torch-ext/relu_flydsl/_compiled_entry.py", "_verified_bytes",
                 "hashlib.sha256(data).hexdigest() != meta['sha256']", "False",
-                ("test_compiled_entry", "test_a_damaged_binary_is_not_loaded", {})),
+                ("test_compiled_entry", "test_a_damaged_binary_is_not_loaded", {}), child=True),
     CheckMutant("stale-sha256-skipped", "build: stale() does not check the objects' sha256",
                 _B, "stale", "if hashlib.sha256(data).hexdigest() != entry.get('sha256'):\n"
                 "    return f'{key}: {path.name} does not match its sha256 in the manifest'", "",

@@ -144,3 +144,24 @@ def test_out_at_xs_address_with_other_strides_is_not_in_place():
     with pytest.raises(ValueError, match="overlaps"):
         relu_flydsl.relu(x, out=x.t())
     assert torch.equal(x, before)
+
+
+def _segfaults():
+    """A kill test that crashes its process, as damaged native code loaded into it can."""
+    import ctypes
+
+    ctypes.string_at(0)
+
+
+def test_a_kill_test_that_crashes_is_a_named_failure():
+    """A check mutant whose kill test loads native code runs it in a child process: a crash
+    there is a failure reported with the child's last lines (faulthandler's), and this
+    process goes on."""
+    import mutation_support as M
+
+    cm = M.CheckMutant("crash", "a kill test that crashes", "tests/vgpu/test_check_mutants.py", "_segfaults",
+                       "ctypes.string_at(0)", "None", ("test_check_mutants", "_segfaults", {}), child=True)
+    failed, said = M.run_in_child(cm, mutate=False)
+    assert failed and "died (signal 11)" in said and "Segmentation fault" in said, said
+    failed, said = M.run_in_child(cm, mutate=True)  # the patch applied there: the kill test passes
+    assert not failed, said
