@@ -162,6 +162,4 @@ def test_a_kill_test_that_crashes_is_a_named_failure():
     cm = M.CheckMutant("crash", "a kill test that crashes", "tests/vgpu/test_check_mutants.py", "_segfaults",
                        "ctypes.string_at(0)", "None", ("test_check_mutants", "_segfaults", {}), child=True)
     failed, said = M.run_in_child(cm, mutate=False)
-    assert failed and "died (signal 11)" in said and "Segmentation fault" in said, said
-    failed, said = M.run_in_child(cm, mutate=True)  # the patch applied there: the kill test passes
-    assert not failed, said
+    assert failed and "died (signal 11)" in said and "Segmentation fault" in said and "_segfaults" in said, said
