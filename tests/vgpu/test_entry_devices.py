@@ -297,3 +297,40 @@ def test_entry_devices(vgpu, monkeypatch, name):
         assert relu_flydsl._compiled_entry.status()["loaded"], "the scenario unloaded the compiled entry"
     finally:
         relu_flydsl._state.STATE.reset()
+
+
+@pytest.mark.parametrize("call", ["hipModuleLaunchKernel", "hipSetDevice", "hipGetDevice"])
+def test_the_stand_in_fails_calls_on_demand(vgpu, call):
+    """fail_calls(call, 2, code, after=1): the next call goes through, the two after it return
+    `code` and leave it pending (hipGetLastError takes it), then calls go through again; reset()
+    drops what is still to come."""
+    import ctypes
+
+    import relu_flydsl
+    vgpu.set_device_count(2)
+    x, _ = vgpu.guarded((N,), F32, name="x")
+    out, _ = vgpu.guarded((N,), F32, name="out")
+    relu_flydsl.relu(x, out=out)  # a ready entry: its function, grid and block to launch again
+    entry = next(iter(relu_flydsl._state.STATE.entries.values()))
+    kernarg = (ctypes.c_uint64 * 4)(x.data_ptr(), N, out.data_ptr(), N)
+    params = (ctypes.c_void_p * 4)(*(ctypes.addressof(kernarg) + 8 * i for i in range(4)))
+    device = ctypes.c_int(-1)
+    do = {"hipModuleLaunchKernel": lambda: vgpu.lib.hipModuleLaunchKernel(
+              ctypes.c_void_p(entry.function.value), entry.grid, 1, 1, entry.block, 1, 1, 0, None, params, None),
+          "hipSetDevice": lambda: vgpu.lib.hipSetDevice(1),
+          "hipGetDevice": lambda: vgpu.lib.hipGetDevice(ctypes.byref(device))}[call]
+    vgpu.fail_calls(call, 2, code=777, after=1)
+    assert vgpu.fail_pending(call) == 2
+    got = []
+    for _ in range(4):
+        got.append((do(), vgpu.last_error()))
+    assert got == [(0, 0), (777, 777), (777, 777), (0, 0)], got
+    assert vgpu.fail_pending(call) == 0
+    vgpu.fail_calls(call, 5)
+    vgpu.reset()
+    vgpu.set_device_count(2)
+    vgpu.register(x, name="x")
+    vgpu.register(out, name="out")
+    assert vgpu.fail_pending(call) == 0 and do() == 0
+    with pytest.raises(ValueError):
+        vgpu.fail_calls(call, -1)
