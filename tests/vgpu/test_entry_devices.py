@@ -228,6 +228,27 @@ def entry_output_freed(c):
         c.dev.memories[0].remove(region)  # its address may come back
 
 
+def general_path_failed_device_calls(c):
+    """The general path (a first call on device 1, device 0 current) meets the same faults: a
+    failed hipGetDevice or hipSetDevice raises naming it and leaves no HIP error pending, as the
+    compiled entry does; failing before the switch, device 0 stays current. The next call is
+    served."""
+    _devices(c, 2)
+    for seed, (call, after) in enumerate((("hipGetDevice", 0), ("hipSetDevice", 0), ("hipSetDevice", 1)), 1):
+        c.state.reset()  # a first call again: module load on device 1, then the launch
+        _, x, _, out, _ = _tensors(c, 1, seed=seed)
+        c.dev.fail_calls(call, 1, after=after)
+        with pytest.raises(RuntimeError, match=call):
+            c.relu(x, out=out)
+        assert c.dev.fail_pending(call) == 0
+        if not after:
+            assert c.dev.get_device() == 0, f"after {call} failed, device {c.dev.get_device()} is current"
+        pending = c.dev.last_error()
+        assert pending == 0, f"HIP error {pending} left pending after {call} failed on the general path"
+        c.dev.set_device(0)  # (switching back failed: device 1 stayed current)
+        _served(c, 1, seed=10 + seed)
+
+
 def _other_stream_on_device_1(c):
     """Two devices; on device 1 (not current) torch's current stream (device_info's) is not the
     one the entry's stream query gives. Returns torch's stream there."""
@@ -273,7 +294,7 @@ def entry_stands_down_on_one_device(c):
 SCENARIOS = {f.__name__: f for f in (
     entry_serves_every_device, entry_failed_launch_restores_the_device, entry_failed_set_device,
     entry_failed_get_device, entry_failed_restore, entry_alignments_apart, entry_output_freed,
-    entry_stream_checked_on_every_device, entry_stands_down_on_one_device,
+    entry_stream_checked_on_every_device, entry_stands_down_on_one_device, general_path_failed_device_calls,
 )}
 
 
@@ -281,6 +302,7 @@ SCENARIOS = {f.__name__: f for f in (
 # mutation check's soundness run until fixed.
 KNOWN_BUGS = {
     "entry_stands_down_on_one_device": "add() of a device the entry stands down on unloads the whole entry",
+    "general_path_failed_device_calls": "_hip.get_device/set_device raise but leave their HIP error pending",
 }
 
 

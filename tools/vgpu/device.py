@@ -234,6 +234,11 @@ class VirtualGPU:
         """hipSetDevice in the calling thread (the current device is per host thread)."""
         self._hip("hipSetDevice", int(device))
 
+    def current_device(self):
+        """The calling thread's current device without a HIP call (as torch knows it): what the
+        device hooks ask, so an injected hipGetDevice failure meets the package's own call."""
+        return self.lib.vgpu_current_device()
+
     def get_device(self):
         d = ctypes.c_int(-1)
         self._hip("hipGetDevice", ctypes.byref(d))

@@ -257,6 +257,9 @@ int vgpu_fail_calls_pending(int call) {
     pthread_mutex_unlock(&g_lock);
     return n;
 }
+/* The calling thread's current device, as torch's current_device() knows it: no HIP call,
+ * so no injected failure. */
+int vgpu_current_device(void) { return t_device; }
 void vgpu_fail_launches(int count, int code) { vgpu_fail_calls(FailLaunch, 0, count, code); }
 int vgpu_fail_pending(void) { return vgpu_fail_calls_pending(FailLaunch); }
 uint64_t vgpu_launch_count(void) { return g_launches; }

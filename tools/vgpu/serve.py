@@ -27,7 +27,7 @@ STREAM_OF = ctypes.CFUNCTYPE(ctypes.c_uint64, ctypes.c_int)   # device -> raw st
 
 
 def _current_device(dev) -> int:
-    get = getattr(dev, "get_device", None)
+    get = getattr(dev, "current_device", None) or getattr(dev, "get_device", None)
     return get() if callable(get) else 0
 
 
