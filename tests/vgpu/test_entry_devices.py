@@ -277,6 +277,20 @@ def entry_stream_checked_on_every_device(c):
     c.state.reset()  # (the entry loaded again, whatever the calls did to it)
 
 
+def entry_learns_each_devices_stream(c):
+    """learn() compares the entry's stream with torch's on every device, not only the current
+    one: device 1's disagreement is where the entry stands down (status() says so), device 0's
+    agreement where it serves."""
+    _other_stream_on_device_1(c)
+    for device in (0, 1):
+        _, x, _, _, _ = _tensors(c, device, seed=device)
+        info = c.d.device_info(x)
+        assert info.current == (device == 0)
+        c.entry.learn(info, "arch gfx950")
+    devices = c.entry.status()["devices"]
+    assert devices.get(0, "unknown") is None and devices.get(1) and "stream" in devices[1], devices
+
+
 def entry_stands_down_on_one_device(c):
     """Where the entry stands down on device 1 (its stream query disagrees with torch there), it
     stays loaded, status() says why for device 1, and it still serves device 0."""
@@ -294,7 +308,8 @@ def entry_stands_down_on_one_device(c):
 SCENARIOS = {f.__name__: f for f in (
     entry_serves_every_device, entry_failed_launch_restores_the_device, entry_failed_set_device,
     entry_failed_get_device, entry_failed_restore, entry_alignments_apart, entry_output_freed,
-    entry_stream_checked_on_every_device, entry_stands_down_on_one_device, general_path_failed_device_calls,
+    entry_stream_checked_on_every_device, entry_learns_each_devices_stream, entry_stands_down_on_one_device,
+    general_path_failed_device_calls,
 )}
 
 
