@@ -104,8 +104,11 @@ def environment(libs: dict, log_dir: Path) -> dict:
     # abort_on_error: a report stops the process (exit status 134) where it happened. The ODR
     # check and the link-order check are CPython's and torch's business, not the entry's.
     # log_path: ASan's report also lands in a file, whichever process (a test's child) it hit.
+    # handle_segv/handle_sigbus=0: a crash stays a signal (a test's child that is meant to crash
+    # exits as it would without ASan), and faulthandler names the test.
     env["ASAN_OPTIONS"] = ":".join(("detect_leaks=0", "abort_on_error=1", "detect_odr_violation=0",
-                                    "verify_asan_link_order=0", f"log_path={log_dir}/asan"))
+                                    "verify_asan_link_order=0", "handle_segv=0", "handle_sigbus=0",
+                                    f"log_path={log_dir}/asan"))
     # UBSan (libubsan, loaded with the entry) writes to stderr whatever log_path says: the child
     # runs with --capture=sys, so its stderr reaches the output read here.
     env["UBSAN_OPTIONS"] = "halt_on_error=1:print_stacktrace=1"
@@ -122,13 +125,21 @@ def run(copy: Path, libs: dict, args=None, timeout: float = 600) -> dict:
            "--capture=sys", "-p", PLUGIN, f"{OPTION}={record}", *(args or tests(copy))]
     start = time.monotonic()
     # cwd: the development install gives a `-m` process the checkout it runs in, the copy
-    result = subprocess.run(cmd, cwd=copy, env=environment(libs, log_dir), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, errors="replace", timeout=timeout)
+    with subprocess.Popen(cmd, cwd=copy, env=environment(libs, log_dir), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, errors="replace") as child:
+        try:
+            output, _ = child.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            output = child.communicate()[0] + f"\n(killed after {timeout} s)"
     seconds = time.monotonic() - start
-    output = result.stdout + "".join(f"\n[{p.name}]\n{p.read_text(errors='replace')}"
-                                     for p in sorted(log_dir.iterdir()))
+    # The test process's own report file counts; a process a test starts answers to that test
+    # (its exit status), so a child that is meant to fail is not a report here.
+    for log in sorted(log_dir.iterdir()):
+        own = log.name == f"asan.{child.pid}"
+        output += f"\n[{log.name}]\n" + (log.read_text(errors="replace") if own else "(a test's child process)\n")
     reports = [line for line in output.splitlines() if any(r in line for r in REPORTS)]
-    return {"returncode": result.returncode, "output": output, "reports": reports, "seconds": seconds,
+    return {"returncode": child.returncode, "output": output, "reports": reports, "seconds": seconds,
             "record": json.loads(record.read_text()) if record.exists() else None}
 
 
@@ -214,6 +225,8 @@ def main(argv=None) -> int:
         print(f"sanitized entry: {entry['file']} sha256 {entry['sha256']} ({' '.join(libs.values())})", flush=True)
         result = run(dst, libs, argv or None)
         print(result["output"])
+        if result["record"]:
+            print(f"sanitized entry: the tests' process loaded {result['record']['start']}")
         found = problems(result, entry, dst)
     took = time.monotonic() - start
     for p in found:
