@@ -287,6 +287,15 @@ def test_the_functions_the_card_lists_are_the_public_api(card, variant):
         described |= set(re.findall(r"`(\w+)\(", cell[0]))
     assert described - {"layers"} <= set(api), f"the card describes {sorted(described - set(api))}, not public"
     assert set(api) - {"__version__", "layers"} <= described, f"undescribed: {sorted(set(api) - described)}"
+    import inspect
+
+    import relu_flydsl
+
+    for row in table(section(card, "Available functions"), "function"):
+        for name, params in re.findall(r"`(\w+)\(([^`]*)\)`", row[0]):
+            written = [p.split("=")[0].strip() for p in params.split(",") if p.strip() not in ("", "*")]
+            actual = list(inspect.signature(getattr(relu_flydsl, name)).parameters)
+            assert written == actual, f"the card writes {name}({params}); the code has {actual}"
     layers = section(card, "Available layers")
     from relu_flydsl import layers as L
 
