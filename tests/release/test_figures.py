@@ -106,10 +106,14 @@ class Figure:
 
 
 NUMBER = r"\d+(?:\.\d+)?"
-RATIO = re.compile(
-    rf"(?<![\w.])(?P<call>relu\(x, out=y\)|relu\(x\))(?P<gap>[^0-9|]{{0,30}}?)"
-    rf"(?P<about>about\s+)?(?P<value>{NUMBER}(?:\s*-\s*{NUMBER})?)\s*x\b(?!\s*before)"
-    rf"(?P<tail>[^0-9|]{{0,40}}?)(?P<base>torch\.clamp_min|clamp_min|torch\.relu)")
+CALL = r"(?<![\w.])(?P<call>relu\(x, out=y\)|relu\(x\))"
+# (a ratio to something else than torch's call, "0.95x the host time of ...", is not one of these)
+VALUE = rf"(?P<about>about\s+)?(?P<value>{NUMBER}(?:\s*-\s*{NUMBER})?)\s*x\b(?!\s*before)(?!\s+(?:the|of|its|that)\b)"
+# prose: CALL, at most 30 characters with no number and no other call, the ratio (a baseline may follow)
+RATIO = re.compile(rf"{CALL}(?P<gap>(?:(?!relu\()[^0-9|]){{0,30}}?){VALUE}")
+# a table row: a cell naming CALL (e.g. `relu(x) / torch.relu(x)`), then a cell that is the ratio
+CELL_CALL = re.compile(rf"^{CALL}(?:\s*(?:/|vs\.?)\s*\S.*)?$")
+CELL_VALUE = re.compile(rf"^\**{VALUE}(?:\s*\(.*\))?\**$")
 SETTINGS = (("without the entry", ("without the entry", "relu_flydsl_entry=0", "torch 2.9")),
             ("H200", ("h200",)),
             ("no-op HIP", ("no-op hip", "no-op library")))
@@ -125,10 +129,16 @@ def ratios(text: str):
     found = []
     for unit in units(text):
         setting = setting_of(unit)
+        if setting is None:
+            continue
+        if unit.lstrip().startswith("|"):
+            cells = [c.strip() for c in unit.strip().strip("|").split("|")]
+            for i, cell in enumerate(cells[:-1]):
+                call, value = CELL_CALL.match(cell), CELL_VALUE.match(cells[i + 1])
+                if call and value:
+                    found.append(Figure(setting, call["call"], tuple(re.findall(NUMBER, value["value"])), unit.strip()))
         for m in RATIO.finditer(unit):
             if re.search(r"\b(?:was|were|from)\s*$", m["gap"]):
-                continue
-            if setting is None:
                 continue
             found.append(Figure(setting, m["call"], tuple(re.findall(NUMBER, m["value"])), unit.strip()))
     return found
@@ -334,16 +344,26 @@ Where it landed, as the reference post reports:
 | v5 | 7132 GB/s, 1.04x torch |
 
 On the no-op HIP library relu(x) costs 0.95x torch.relu(x). The post reaches 7113 GB/s at 8192².
+
+With the entry (no-op HIP library on CPU) relu(x, out=y) 0.30-0.31x and relu(x) 0.87x torch's own call.
+
+| call | host time | where |
+|---|---|---|
+| `relu(x, out=y)` / `torch.clamp_min(x, 0, out=y)` | 1.30x | H200, not gfx950 |
+| `relu(x)` / `torch.relu(x)` | 1.06x | H200, not gfx950 |
 """
 
 
 def test_the_checker_catches_stale_copies():
     source, post = source_ratios(), source_post()
-    assert len(ratio_problems(STALE, source)) == 2, ratio_problems(STALE, source)
+    problems = ratio_problems(STALE, source)
+    assert len(problems) == 4 and sum("1.30" in p for p in problems) == 2 and any("0.87" in p for p in problems), problems
+    assert len(ratios(STALE)) == 6, ratios(STALE)  # the right ones are found too
     problems = post_problems(STALE, post)
     assert any("8192 x 8192" in p for p in problems) and any(p.startswith("v5: 7132") for p in problems)
     assert any("7113" in p for p in problems), problems
     fine = ("On an NVIDIA H200 relu(x, out=y) costs 1.12x torch.clamp_min(out=) (1.72x before). "
+            "On the no-op HIP library relu(x, out=y) costs 0.95x the host time of the previous release. "
             "On the no-op HIP library relu(x) was 3.25x torch.relu, now relu(x) 0.79x torch.relu(x).")
     assert ratio_problems(fine, source) == [] and len(ratios(fine)) == 2
     assert ratio_problems("```\nH200: relu(x, out=y) 1.30x torch.clamp_min\n```", source) == []
