@@ -408,8 +408,8 @@ def add(entry, rung):
     code, bits = DL_DTYPES[getattr(torch, p.dtype)]
     numel, x_align, y_align, device = entry.key[2:]
     with STATE.lock:
-        if _module is None or not _still_ready(entry, rung):
-            return
+        if _module is None or devices.get(device, "not learned") is not None or not _still_ready(entry, rung):
+            return  # (a device the entry stands down on, or has not learned, keeps the general path)
         try:
             _module.add(0 if rung is None else RUNG_NAMES.index(rung) + 1, code, bits, numel, x_align, y_align,
                         device, entry.function.value, entry.grid, entry.block, entry.hit, f"rung {p.rung}, {p.dtype}")
