@@ -68,6 +68,22 @@ def device_info(x: torch.Tensor) -> Optional[DeviceInfo]:
     return DeviceInfo(arch, _current_stream(index), index == torch.cuda.current_device(), index)
 
 
+def device_archs() -> dict:
+    """{index: arch} of the ROCm devices torch sees, asked without launching anything
+    (torch's device count and each device's properties, remembered as device_info
+    remembers them); {} on a torch without ROCm. status() reads it; the virtual-device
+    tests substitute it as they substitute device_info."""
+    if _HIP_BUILD is None:
+        return {}
+    archs = {}
+    for index in range(torch.cuda.device_count()):
+        arch = STATE.archs.get(index)
+        if arch is None:
+            arch = STATE.archs[index] = torch.cuda.get_device_properties(index).gcnArchName.split(":")[0]
+        archs[index] = arch
+    return archs
+
+
 def dispatch_stats() -> dict:
     """Calls per path since start (or the last reset):
     {"flydsl/v5/bfloat16": n, "fallback/not a ROCm device": m, ...}."""
