@@ -55,7 +55,7 @@ def render(st: dict) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m relu_flydsl", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog=f"python -m {__package__}", description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true", help="print status() as JSON")
     args = parser.parse_args(argv)
     st = _status.status()
