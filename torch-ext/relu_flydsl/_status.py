@@ -275,11 +275,13 @@ def explain(x, out=None, *, rung=None) -> str:
         checked = "its canary passed" if verdict is None else f"loaded, canary off ({ENV_CANARY})"
         key = (rung, x.dtype, x.numel(), xp & 15, yp & 15, info.index)
         entry = STATE.entries.get(key)
-        if (not autograd and entry is not None and entry.function is not None and _compiled_entry.SERVE is not None
-                and _compiled_entry.torch_decides(x, out) is None and _compiled_entry.replays(entry, rung)):
+        contiguous = x.is_contiguous() and (out is None or out.is_contiguous())  # what the entry replays
+        if (not autograd and contiguous and entry is not None and entry.function is not None
+                and _compiled_entry.SERVE is not None and _compiled_entry.torch_decides(x, out) is None
+                and _compiled_entry.replays(entry, rung)):
             return _say("kernel, compiled entry", f"a ready entry for this size, alignment and device ({checked})",
                         kernel, counted)
-        return _say("kernel, general path", _general_why(autograd, entry, checked), kernel, counted)
+        return _say("kernel, general path", _general_why(autograd, entry, checked, contiguous), kernel, counted)
     if _dispatch._capturing(info.stream):
         why = _dispatch.NOT_VERIFIED if STATE.settings.canary else _dispatch.NOT_LOADED
         return _say("torch fallback", f"{why}: a graph capture is in progress on this stream", None, f"fallback/{why}")
@@ -294,11 +296,13 @@ def explain(x, out=None, *, rung=None) -> str:
                 f"torch fallback instead (fallback/{_dispatch._canary_failed(vkey)})", kernel, counted)
 
 
-def _general_why(autograd, entry, checked) -> str:
+def _general_why(autograd, entry, checked, contiguous) -> str:
     if autograd:
         return f"x requires grad: through the autograd op ({checked})"
     if _compiled_entry.SERVE is None:
         return f"the compiled entry is not serving ({_compiled_entry.not_loaded() or 'switched off'}); {checked}"
+    if not contiguous:
+        return f"a dense layout that is not contiguous, which the compiled entry leaves to Python ({checked})"
     if entry is None or entry.function is None:
         return f"the first call of this size, alignment and device ({checked}); the compiled entry replays it after"
     if not entry.single:
