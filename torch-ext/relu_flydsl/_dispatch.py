@@ -226,7 +226,9 @@ def _ready(vkey, info: DeviceInfo):
         if verdict is not None and verdict is not _UNJUDGED:
             return None, _canary_failed(vkey)
         function = s.functions.get(vkey)
-        if function is not None and (verdict is None or not canary):
+        if function is not None and verdict is None:
+            return function, None
+        if function is not None and not canary:
             return function, None
         if _capturing(info.stream):
             return None, NOT_VERIFIED if canary else NOT_LOADED  # no module load, no canary inside a capture
