@@ -12,6 +12,9 @@
                             ROCm device": one each for the life of the process (zeroed on
                             reset), so the compiled entry holds their hit functions
     STATE.reset()           back to a fresh process (tests); modules are forgotten, not unloaded
+    STATE.warn_once(...)    a RuntimeWarning once per key, at the caller's line (caller_stacklevel)
+    SETTINGS                every environment variable the package reads: (name, accepted values,
+                            when read, meaning); status()["settings"] reports each
 
 Any change of the environment variables is seen at the next call (an operator
 can flip the kill switch in a running process) and drops every entry, the compiled
