@@ -261,3 +261,17 @@ def test_caller_stacklevel_skips_package_and_torch_frames():
                  "exec"), package)
     assert package["api"]() == 4  # warn, inner, api, then this test
     assert package["through_torch"]() == 5  # warn, inner, torch_call, through_torch, this test
+
+
+def test_warmup_on_a_torch_without_rocm_states_it(fresh, monkeypatch):
+    """A HIP runtime in the process but a torch that cannot allocate on its device: stated
+    per device and warned, not raised, nothing ready."""
+    monkeypatch.setattr(_hip, "unavailable", lambda: None)
+    monkeypatch.setattr(_hip, "get_device", lambda: 0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = relu_flydsl.warmup("float32")
+    assert result.ready == [] and list(result.not_ready) == [("v5", "float32", 4, 0)]
+    assert result.not_ready[("v5", "float32", 4, 0)].startswith("no memory on device 0 (")
+    (w,) = _ours(caught)
+    assert "nothing is ready on device 0" in str(w.message) and w.filename == __file__

@@ -518,7 +518,10 @@ def _device_arch(device: int, kernels):
     if not kernels:
         return None, None
     rung_name, dtype, vec = kernels[0]
-    info = _probe_info(device, get_rung(rung_name), dtype, vec)
+    try:
+        info = _probe_info(device, get_rung(rung_name), dtype, vec)
+    except Exception as e:  # noqa: BLE001 - e.g. a torch without ROCm: stated, not raised
+        return None, f"no memory on device {device} ({type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]})"
     if info is None:
         return None, "not a ROCm device"
     if info.arch != SUPPORTED_ARCH:
