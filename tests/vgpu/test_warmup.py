@@ -228,3 +228,22 @@ def test_canary_warning_points_at_the_caller_through_autograd(vgpu, monkeypatch)
     ours = _ours(caught)
     assert len(ours) == 1 and "canary failed" in str(ours[0].message)
     assert ours[0].filename == __file__, ours[0].filename
+
+
+def test_status_reports_what_is_ready_and_runs_nothing(vgpu, monkeypatch):
+    relu_flydsl, dispatch, state = _pkg()
+    from relu_flydsl import __main__
+
+    monkeypatch.setattr(dispatch, "device_archs", lambda: {0: "gfx950"})
+    st = relu_flydsl.status()
+    assert st["hip_runtime"] is not None and "libamdhip64" in st["hip_runtime"] and st["hip_reason"] is None
+    (d,) = st["devices"]
+    assert d["kernel_path"] is True and set(d["canary"].values()) == {"not run"}
+    assert vgpu.counts()["load"] == 0 and vgpu.launches == [] and vgpu.canary_launches == []  # status ran nothing
+    relu_flydsl.warmup("float32")
+    monkeypatch.setenv("RELU_FLYDSL_CANARY", "0")
+    relu_flydsl.warmup("bfloat16", rungs="v2", vecs=2)
+    canary = relu_flydsl.status()["devices"][0]["canary"]
+    assert canary["v5/float32/x4"] == "passed" and canary["v5/bfloat16/x8"] == "not run"
+    assert canary["v2/bfloat16/x2"] == "not run (loaded with the canary off)"
+    assert __main__.main([]) == 0
