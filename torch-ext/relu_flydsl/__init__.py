@@ -5,7 +5,8 @@
     status()                the health check: per device whether the kernels serve it and why
                             not, the HIP runtime, the code objects, the compiled entry, each
                             kernel's canary verdict, the settings in force (a dict; also
-                            `python -m relu_flydsl`, which exits 1 when a gfx950 is not served)
+                            the package run with -m, e.g. `.venv/bin/python -m relu_flydsl`,
+                            which exits 1 when a gfx950 is not served)
     explain(x, out=None)    which path that call would take and why, without running it
     dispatch_stats()        which path each call took (kernel rung or fallback + why)
     warmup(dtypes)          load kernels and run their canaries ahead of the first call;

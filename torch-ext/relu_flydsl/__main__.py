@@ -1,4 +1,4 @@
-"""`python -m relu_flydsl [--json]`: the health check (status()) for a person or a script.
+"""The health check (status()) for a person or a script: `.venv/bin/python -m relu_flydsl [--json]`.
 
 Prints status() readably (--json: the dict as JSON). Exits 1 when a gfx950 is present and
 the kernel path is not active on it, or a kernel's canary failed there (the lines starting

@@ -1,7 +1,7 @@
 """The health check and the path explainer: what is serving, and what one call would do.
 
     status()                   the package's state as a documented, JSON-serialisable dict
-    problems(st)               what `python -m relu_flydsl` exits 1 for (a gfx950 not served)
+    problems(st)               what the package run with -m exits 1 for (a gfx950 not served)
     explain(x, out, rung=)     which path relu(x, out, rung=rung) would take, and why
 
 Both only read: no kernel launch, no module load, no canary, no allocation of an output.
