@@ -116,7 +116,10 @@ def runtime_path():
 
 
 def _check(err, what):
+    """Raise for a failed HIP call, its error taken first (as the compiled entry's hip_failed):
+    left pending, torch's next launch check would report it as torch's own."""
     if err:
+        clear_last_error()
         raise RuntimeError(f"relu_flydsl: {what} failed with HIP error {err}")
 
 
