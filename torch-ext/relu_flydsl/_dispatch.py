@@ -426,7 +426,7 @@ def _no_device_reason() -> str:
 
 
 def warmup(dtypes=DTYPES, rungs=None, vecs=None, devices=None) -> WarmupResult:
-    """Make kernels ready ahead of the first call (see the README's cold
+    """Make kernels ready ahead of the first call (see docs/serving.md's cold
     start): each code object checked against its sha256, its module loaded on
     each device and, unless disabled, its first-use canary run there, so no
     module load and no canary happens later (e.g. inside a HIP graph capture).
