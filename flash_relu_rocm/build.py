@@ -50,6 +50,10 @@ ENTRY_ABI = "cp310-abi3"  # Py_LIMITED_API 0x030A0000 in the source
 # compiler and source on any machine.
 ENTRY_FLAGS = ("-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-fno-ident", "-Wall", "-Wextra", "-Werror",
                "-Wl,-z,noexecstack", "-Wl,--build-id=none", "-s")
+# The sanitized entry (tools/sanitized_entry.py; never shipped): the same flags plus
+# AddressSanitizer and UndefinedBehaviorSanitizer, any report fatal, with symbols (no -s) so
+# the reports name functions and lines.
+SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g")
 
 # What the runtime packs: X pointer, X numel (i32), Y pointer, Y numel (i32).
 EXPECTED_ARGS = (("global_buffer", 8), ("by_value", 4), ("global_buffer", 8), ("by_value", 4))
@@ -332,18 +336,26 @@ def entry_toolchain() -> dict:
     return {"cc": version.splitlines()[0].strip(), "python_headers": platform.python_version()}
 
 
-def entry_source_sha256(tools: dict, source: Path = ENTRY_SOURCE) -> str:
+def entry_flags(strict: bool = True, sanitize: bool = False) -> tuple:
+    """The compiler flags of the entry: ENTRY_FLAGS, less -Werror unless strict, and for the
+    sanitized build less -s, plus SANITIZE_FLAGS."""
+    flags = ENTRY_FLAGS if strict else tuple(f for f in ENTRY_FLAGS if f != "-Werror")
+    return tuple(f for f in flags if f != "-s") + SANITIZE_FLAGS if sanitize else flags
+
+
+def entry_source_sha256(tools: dict, source: Path = ENTRY_SOURCE, sanitize: bool = False) -> str:
     h = hashlib.sha256(Path(source).read_bytes())
-    h.update(json.dumps({"tools": tools, "flags": ENTRY_FLAGS, "abi": ENTRY_ABI}, sort_keys=True).encode())
+    flags = entry_flags(sanitize=sanitize)
+    h.update(json.dumps({"tools": tools, "flags": flags, "abi": ENTRY_ABI}, sort_keys=True).encode())
     return h.hexdigest()
 
 
-def compile_entry(out: Path, source: Path = ENTRY_SOURCE, strict: bool = True) -> bytes:
+def compile_entry(out: Path, source: Path = ENTRY_SOURCE, strict: bool = True, sanitize: bool = False) -> bytes:
     """`source` compiled into the binary `out`; returns its bytes. strict=False lets warnings
-    pass (a mutated copy may leave a helper unused)."""
+    pass (a mutated copy may leave a helper unused); sanitize=True builds with SANITIZE_FLAGS."""
     import sysconfig
 
-    flags = ENTRY_FLAGS if strict else tuple(f for f in ENTRY_FLAGS if f != "-Werror")
+    flags = entry_flags(strict, sanitize)
     cmd = [_cc(), *flags, "-I", sysconfig.get_paths()["include"], "-o", str(out), str(source)]
     result = subprocess.run(cmd, capture_output=True, text=True, cwd=Path(source).parent, timeout=300)
     if result.returncode != 0:
@@ -351,12 +363,12 @@ def compile_entry(out: Path, source: Path = ENTRY_SOURCE, strict: bool = True) -
     return Path(out).read_bytes()
 
 
-def build_entry(out_dir: Path, source: Path = ENTRY_SOURCE, strict: bool = True) -> dict:
+def build_entry(out_dir: Path, source: Path = ENTRY_SOURCE, strict: bool = True, sanitize: bool = False) -> dict:
     """The compiled entry built into `out_dir`; returns its manifest block."""
     tools = entry_toolchain()
-    data = compile_entry(Path(out_dir) / ENTRY_FILE, source, strict)
+    data = compile_entry(Path(out_dir) / ENTRY_FILE, source, strict, sanitize)
     return {"file": ENTRY_FILE, "abi": ENTRY_ABI, "toolchain": tools,
-            "source_sha256": entry_source_sha256(tools, source), "sha256": hashlib.sha256(data).hexdigest()}
+            "source_sha256": entry_source_sha256(tools, source, sanitize), "sha256": hashlib.sha256(data).hexdigest()}
 
 
 def entry_stale(objects_dir: Path = OBJECTS_DIR, source: Path = ENTRY_SOURCE) -> Optional[str]:
@@ -379,10 +391,11 @@ def entry_stale(objects_dir: Path = OBJECTS_DIR, source: Path = ENTRY_SOURCE) ->
     return None
 
 
-def update_entry(objects_dir: Path = OBJECTS_DIR, source: Path = ENTRY_SOURCE, strict: bool = True) -> dict:
+def update_entry(objects_dir: Path = OBJECTS_DIR, source: Path = ENTRY_SOURCE, strict: bool = True,
+                 sanitize: bool = False) -> dict:
     """Rebuild only the compiled entry of complete code objects (from `source`), rewriting the manifest."""
     manifest = read_manifest(objects_dir)
-    manifest["entry"] = build_entry(objects_dir, source, strict)
+    manifest["entry"] = build_entry(objects_dir, source, strict, sanitize)
     _write_manifest(objects_dir, manifest)
     return manifest
 

@@ -165,6 +165,30 @@ def render_card(config: dict, variant: Path, template: Path = CARD_TEMPLATE) -> 
     return env.from_string(template.read_text()).render(**card_variables(config, variant))
 
 
+def entry_pythons(variant: Path) -> str:
+    """_compiled_entry.PYTHONS ("3.10-3.13"), read without importing (it imports torch)."""
+    tree = ast.parse((variant / "_compiled_entry.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "PYTHONS" for t in node.targets):
+            (lo, hi) = ast.literal_eval(node.value)
+            return f"{lo[0]}.{lo[1]}-{hi[0]}.{hi[1]}"
+    raise RuntimeError(f"{variant}/_compiled_entry.py has no literal PYTHONS")
+
+
+def shipped(variant: Path) -> dict:
+    """What code_objects/manifest.json says ships: the code objects and the compiled entry, with
+    the toolchain that built each (the card's "What ships")."""
+    manifest = json.loads((variant / "code_objects" / "manifest.json").read_text())
+    tools, entry = manifest["toolchain"], manifest["entry"]
+    return {
+        "objects": len(manifest["kernels"]),
+        "objects_toolchain": f"FlyDSL {tools['flydsl']}, {tools['llvm']}",
+        "entry_file": entry["file"],
+        "entry_abi": entry["abi"],
+        "entry_toolchain": f"{entry['toolchain']['cc']}, CPython {entry['toolchain']['python_headers']} headers",
+    }
+
+
 def card_variables(config: dict, variant: Path) -> dict:
     general = config["general"]
     return {
@@ -174,6 +198,8 @@ def card_variables(config: dict, variant: Path) -> dict:
         "public_api": public_api(variant),
         "dtypes": supported_dtypes(variant),
         "archs": list(config["torch-noarch"]["rocm_archs"]),
+        "entry_pythons": entry_pythons(variant),
+        **shipped(variant),
     }
 
 

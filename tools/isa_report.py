@@ -2,7 +2,7 @@
 
     .venv/bin/python tools/isa_report.py                  the ladder table (each rung x dtype, widest vector)
     .venv/bin/python tools/isa_report.py --all-vecs       every vector width the planner can choose
-    .venv/bin/python tools/isa_report.py --pending        also the dtypes built but not yet served (int8)
+    .venv/bin/python tools/isa_report.py --pending        also the dtypes built but not yet served (flash_relu_rocm/dtypes.py's PENDING)
     .venv/bin/python tools/isa_report.py --show v5 bfloat16 [--vec N]   one kernel's instructions
     .venv/bin/python tools/isa_report.py --int8-forms     the int8 relu candidates, VALU per dwordx4
 
@@ -426,7 +426,7 @@ def forms_table(rows) -> str:
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--all-vecs", action="store_true", help="every vector width, not only the widest")
-    p.add_argument("--pending", action="store_true", help="also the dtypes built but not served (int8)")
+    p.add_argument("--pending", action="store_true", help=f"also the dtypes built but not served (now: {', '.join(PENDING_DTYPES) or 'none'})")
     p.add_argument("--show", nargs=2, metavar=("RUNG", "DTYPE"), help="print one kernel's instructions")
     p.add_argument("--vec", type=int, help="with --show: this vector width (default: the widest)")
     p.add_argument("--int8-forms", action="store_true", help="compile the int8 relu candidates and count VALU")

@@ -183,7 +183,8 @@ def test_warmup_rejects_bad_vecs(vecs, exc):
 def test_warmup_accepts_a_bare_dtype_name_a_dtype_and_lists(vgpu):
     """A bare name means that one dtype (documented in warmup_args), as a bare torch.dtype does."""
     one = relu_flydsl.warmup("float32")
-    assert one == relu_flydsl.warmup(torch.float32) == relu_flydsl.warmup(["float32"]) == [("v5", "float32", 4)]
+    assert one.ready == [("v5", "float32", 4, 0)] and one.ok
+    assert one == relu_flydsl.warmup(torch.float32) == relu_flydsl.warmup(["float32"])
     assert relu_flydsl.warmup(("float32", torch.float32)) == one  # the same dtype twice: once
     assert relu_flydsl.warmup("float32", devices=torch.device("cuda", 0)) == one
     assert relu_flydsl.warmup("float32", devices=range(1)) == one

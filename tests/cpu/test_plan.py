@@ -86,7 +86,7 @@ def test_huge_tensors_are_split_within_limits(rung, dtype, label):
 
 
 def test_largest_single_launch():
-    # Documented in the README: what one launch serves.
+    # Documented in docs/semantics.md (large tensors): what one launch serves.
     assert len(planner.plan(RUNGS["v3"], "float32", 2**31 - 1, 0, 0).launches) == 1
     assert len(planner.plan(RUNGS["v3"], "float32", 2**31, 0, 0).launches) == 2
     # Buffer rungs: one descriptor spans < 4 GiB.
@@ -95,7 +95,7 @@ def test_largest_single_launch():
     assert len(planner.plan(v5, "bfloat16", 2**31 + 8, 0, 0).launches) == 2
     assert len(planner.plan(v5, "float32", 2**30 - 4, 0, 0).launches) == 1
     assert len(planner.plan(v5, "float32", 2**30, 0, 0).launches) == 2
-    assert len(planner.plan(v5, "bfloat16", 2**31 - 1, 0, 0).launches) == 1  # README's numbers
+    assert len(planner.plan(v5, "bfloat16", 2**31 - 1, 0, 0).launches) == 1  # docs/semantics.md's numbers
     assert len(planner.plan(v5, "float32", 2**30 - 1, 0, 0).launches) == 1
 
 

@@ -1,6 +1,6 @@
-"""relu_flydsl in a transformers model, as README.md's "Use it in transformers" shows it.
+"""relu_flydsl in a transformers model, as docs/serving.md's "Use it in transformers" shows it.
 
-The README's `use_flydsl_relu` (taken from the README block itself, so the two cannot
+The page's `use_flydsl_relu` (taken from its block itself, so the two cannot
 drift) is run here against this checkout's package on a tiny random OPT with ReLU
 activations (no weights downloaded, no network): logits bit-identical to the unmodified
 model on CPU, on the virtual gfx950 (the FlyDSL kernel runs: dispatch_stats), and compiled.
@@ -8,7 +8,6 @@ model on CPU, on the virtual gfx950 (the FlyDSL kernel runs: dispatch_stats), an
 
 import ast
 import copy
-import os
 import re
 from pathlib import Path
 
@@ -21,21 +20,22 @@ from reference import INT_VIEW  # the integer view of each dtype (flash_relu_roc
 transformers = pytest.importorskip("transformers", reason="transformers is not installed (requirements.txt pins it)")
 
 ROOT = Path(__file__).resolve().parents[2]
+PAGE = "docs/serving.md"
 SECTION = "## Use it in transformers"
 FUNCTION = "use_flydsl_relu"
 
 
 def readme_function():
-    """use_flydsl_relu as README.md defines it, bound to this checkout's relu_flydsl."""
-    text = Path(os.environ.get("RELU_FLYDSL_README", ROOT / "README.md")).read_text()
-    assert SECTION in text, f"README.md has no section {SECTION!r}"
+    """use_flydsl_relu as docs/serving.md defines it, bound to this checkout's relu_flydsl."""
+    text = (ROOT / PAGE).read_text()
+    assert SECTION in text, f"{PAGE} has no section {SECTION!r}"
     section = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"^```python\n(.*?)^```", section, re.M | re.S)
     defs = [node for code in blocks for node in ast.parse(code).body
             if isinstance(node, ast.FunctionDef) and node.name == FUNCTION]
-    assert len(defs) == 1, f"README.md's {SECTION!r} must define {FUNCTION}() once in a python block"
+    assert len(defs) == 1, f"{PAGE}'s {SECTION!r} must define {FUNCTION}() once in a python block"
     namespace = {"torch": torch, "relu_flydsl": relu_flydsl}
-    exec(compile(ast.Module(body=defs, type_ignores=[]), "README.md", "exec"), namespace)
+    exec(compile(ast.Module(body=defs, type_ignores=[]), PAGE, "exec"), namespace)
     return namespace[FUNCTION]
 
 

@@ -6,7 +6,12 @@ reported as SKIPPED with the reason, which `-ra` prints in the summary
 CPU-only build` or `... a CUDA 13.0 build, not ROCm, GPU: <name>`; `-v` alone cuts
 it short). On a gfx950 machine, and anywhere else to see why it is skipped:
 
-    .venv/bin/python -m pytest -m hardware -ra tests/hardware/test_hardware.py
+    bash tests/hardware/run.sh                  # this checkout's package
+    bash tests/hardware/run.sh --variant PATH   # an installed or downloaded release (after an upgrade)
+
+(run.sh runs `.venv/bin/python -m pytest -m hardware -ra tests/hardware/test_hardware.py`; with
+--variant it sets RELU_FLYDSL_HARDWARE_VARIANT to the variant folder, loaded as `kernels` loads it.
+test_the_package_under_test prints, and checks, which files the run tests.)
 
 With RELU_FLYDSL_HARDWARE_TARGET=vgpu the same tests run on the virtual gfx950
 against a built variant (tests/hardware_vgpu.py; tests/vgpu/test_hardware_suite.py
@@ -27,6 +32,7 @@ it observes and never fails on torch's choices.
 """
 
 import json
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -54,17 +60,29 @@ def _gfx950_device():
     return None, f"no gfx950 among the visible GPUs ({', '.join(archs)})"
 
 
+ROOT = Path(__file__).resolve().parents[2]
+
+
 def _target():
-    """Where the suite runs: a real gfx950 with the installed package, or, with
-    RELU_FLYDSL_HARDWARE_TARGET=vgpu, the virtual gfx950 running a built variant
-    (tests/hardware_vgpu.py). device is None where neither is available (why says why)."""
+    """Where the suite runs: a real gfx950 with this checkout's package, or the variant
+    RELU_FLYDSL_HARDWARE_VARIANT names (run.sh --variant: an installed or downloaded release,
+    loaded as `kernels` loads it), or, with RELU_FLYDSL_HARDWARE_TARGET=vgpu, the virtual
+    gfx950 running a built variant (tests/hardware_vgpu.py). device is None where neither is
+    available (why says why)."""
     if hardware_vgpu.selected():
         return hardware_vgpu.target()
-    import relu_flydsl
-
     device, why = _gfx950_device()
-    return SimpleNamespace(device=device, why=why, package=relu_flydsl, synchronize=torch.cuda.synchronize,
-                           results=Path(__file__).resolve().parents[2] / "results")
+    variant = os.environ.get(hardware_vgpu.ENV_VARIANT)
+    if not variant:
+        import relu_flydsl as package
+    elif device is None:
+        package = None  # kernels refuses a torch-rocm variant here; every test skips with `why`
+    else:
+        import kernels
+
+        package = kernels.get_local_kernel(Path(variant))
+    return SimpleNamespace(device=device, why=why, package=package, synchronize=torch.cuda.synchronize,
+                           results=ROOT / "results")
 
 
 TARGET = _target()
@@ -140,3 +158,18 @@ def test_observe_torch_relu(record_property, capsys):
         print("\n" + text + f"\n(written to {out / 'torch_relu_observed.json'})")
     # what must hold is only that every value was observed
     assert all(len(recs) == len(relu_semantics.OBSERVED) for obs in doc["ops"].values() for recs in obs.values())
+
+
+def test_the_package_under_test(record_property, capsys):
+    """The files this run tests: with run.sh --variant (RELU_FLYDSL_HARDWARE_VARIANT) the variant's,
+    never this checkout's; without it, this checkout's package (a build of it on the virtual gfx950)."""
+    where = Path(os.path.abspath(relu_flydsl.__file__)).parent  # not resolved: the cache links into blobs/
+    line = f"relu_flydsl under test: {relu_flydsl.__name__} version {relu_flydsl.__version__} from {where}"
+    record_property("package", str(where))
+    with capsys.disabled():
+        print("\n" + line)
+    variant = os.environ.get(hardware_vgpu.ENV_VARIANT)
+    if variant:
+        assert where == Path(os.path.abspath(variant)), f"{line}, not from the variant asked for, {variant}"
+    elif not hardware_vgpu.selected():
+        assert where == ROOT / "torch-ext" / "relu_flydsl", f"{line}, not from this checkout"

@@ -1,5 +1,5 @@
-"""Every command the tools print as a hint, and every command line of README.md, works
-when pasted into a fresh shell in the repository root.
+"""Every command the tools print as a hint, and every command line of README.md and of the
+docs pages for a checkout, works when pasted into a fresh shell in the repository root.
 
 Where the hints come from:
   - the string literals of the repository's Python sources (messages, and the module
@@ -7,7 +7,9 @@ Where the hints come from:
   - the `echo`/`printf` lines of its shell scripts;
   - results/nogpu.json, the no-GPU report `bash main.sh` writes (CI runs main.sh before
     this suite), whose sections quote the commands they ran;
-  - README.md: its bash blocks and its inline `code` spans.
+  - README.md and DOC_PAGES (the docs pages about a checkout; docs/releases.md speaks to a
+    serving machine without one, and tests/release/test_release_tool.py checks its kernels
+    and hf commands against the CLI): their bash blocks and their inline `code` spans.
 A hint is a command form: `python ... X.py`, `python -m MOD`, `bash X.sh`, `kernels SUB`,
 `hf SUB`, each optionally under `.venv/bin/`.
 
@@ -19,7 +21,7 @@ like a new terminal on stock Debian, which has `python3` but no `python`):
   - `bash X` is syntax-checked (`bash -n X`: the file exists and parses). Running them
     would run the set-up, the suite or CI from inside the suite.
 
-A `kernels` command of README.md is also checked against the installed CLI: its
+A `kernels` command of these pages is also checked against the installed CLI: its
 subcommand exists and every option it passes is one that subcommand's --help lists.
 """
 
@@ -34,6 +36,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+DOC_PAGES = ("README.md", "docs/semantics.md", "docs/serving.md", "docs/verification.md", "docs/development.md")
 SKIP_DIRS = {".git", ".venv", "tests", "releases", "results", "relu-build", "build", "__pycache__"}
 
 KERNELS_SUBS = ("check", "download", "info", "versions", "lock", "benchmark", "verify-signature")
@@ -75,18 +78,20 @@ def _json_strings(value):
 
 
 def _readme_command_text():
-    """(line, text) of README.md's bash-block lines and inline code spans."""
-    in_bash = False
-    for n, line in enumerate(README.read_text().splitlines(), 1):
-        fence = re.match(r"\s{0,3}```(\w*)", line)
-        if fence:
-            in_bash = not in_bash and fence.group(1) in ("bash", "sh", "shell")
-            continue
-        if in_bash:
-            yield n, line.split("#", 1)[0]
-        else:
-            for span in re.findall(r"``?([^`]+)``?", line):
-                yield n, span
+    """(page, line, text) of the pages' bash-block lines and inline code spans."""
+    for page in DOC_PAGES:
+        in_fence = in_bash = False
+        for n, line in enumerate((ROOT / page).read_text().splitlines(), 1):
+            fence = re.match(r"\s{0,3}```(\w*)", line)
+            if fence:
+                in_fence = not in_fence
+                in_bash = in_fence and fence.group(1) in ("bash", "sh", "shell")
+                continue
+            if in_bash:
+                yield page, n, line.split("#", 1)[0]
+            elif not in_fence:
+                for span in re.findall(r"``?([^`]+)``?", line):
+                    yield page, n, span
 
 
 def _is_kernels_prose(prog, target, rest):
@@ -124,8 +129,8 @@ def found_hints():
     if report.exists():
         for text in _json_strings(json.loads(report.read_text())):
             add("results/nogpu.json", text)
-    for line, text in _readme_command_text():
-        add("README.md", text, line)
+    for page, line, text in _readme_command_text():
+        add(page, text, line)
     return hints
 
 
@@ -177,13 +182,13 @@ def test_hint_works_in_a_fresh_shell(form):
 # ---- README.md's kernels commands against the installed CLI -------------------------
 def readme_kernels_commands():
     found = []
-    for line, text in _readme_command_text():
+    for page, line, text in _readme_command_text():
         for m in re.finditer(rf"(?<![\w./-])(?:\.venv/bin/)?kernels[ \t]+(?P<sub>{'|'.join(KERNELS_SUBS)}|[a-z][\w-]*)"
                              r"(?P<args>(?:[ \t]+[^\s`#]+)*)", text):
             args = m.group("args").split()
             if not args or not re.match(r"^(?:[./-]|org/|\w+/\w)", args[0]):
                 continue  # a heading or prose ("kernels benchmark workloads", "kernels executed: 68/68")
-            found.append((line, m.group("sub"), args))
+            found.append((f"{page}:{line}", m.group("sub"), args))
     return found
 
 
@@ -206,10 +211,10 @@ def kernels_help():
     return get
 
 
-@pytest.mark.parametrize("line,sub,args", KERNELS_COMMANDS, ids=[f"L{c[0]}-{c[1]}" for c in KERNELS_COMMANDS])
+@pytest.mark.parametrize("line,sub,args", KERNELS_COMMANDS, ids=[f"{c[0]}-{c[1]}" for c in KERNELS_COMMANDS])
 def test_readme_kernels_command_matches_the_cli(line, sub, args, kernels_help):
     r = kernels_help(sub)
-    assert r.returncode == 0, f"README.md line {line}: `kernels {sub}` is not a subcommand of the installed kernels:\n{r.stderr[-800:]}"
+    assert r.returncode == 0, f"{line}: `kernels {sub}` is not a subcommand of the installed kernels:\n{r.stderr[-800:]}"
     options = set(re.findall(r"(?<![\w-])(--?[\w][\w-]*)", r.stdout))
     unknown = [a.split("=", 1)[0] for a in args if a.startswith("-") and a.split("=", 1)[0] not in options]
-    assert not unknown, f"README.md line {line}: `kernels {sub}` has no option {unknown} (its --help lists {sorted(options)})"
+    assert not unknown, f"{line}: `kernels {sub}` has no option {unknown} (its --help lists {sorted(options)})"

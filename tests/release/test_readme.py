@@ -1,9 +1,12 @@
-"""README.md's code blocks, extracted from README.md at collection time, so the
-README cannot drift from what runs.
+"""The code blocks of README.md and of the docs pages it leads to, extracted at collection
+time, so the docs cannot drift from what runs; and the promises those pages make about
+themselves (the README's first screen and length, the version they pin, their links, the
+settings table, the assembly rows they quote).
 
-A block is a fenced block (``` + language). What happens to it is decided by its
-language and by an optional marker, an HTML comment on the last non-blank line
-before its opening fence (invisible on GitHub and the Hub):
+The pages: README.md, docs/semantics.md, docs/serving.md, docs/verification.md,
+docs/development.md, docs/releases.md. A block is a fenced block (``` + language). What
+happens to it is decided by its language and by an optional marker, an HTML comment on the
+last non-blank line before its opening fence (invisible on GitHub and the Hub):
 
     ```python, ```bash (sh, shell)   run, each block alone in a fresh process, from the
                                      repository root; python blocks with this test's
@@ -11,7 +14,7 @@ before its opening fence (invisible on GitHub and the Hub):
                                      and this interpreter's folder first on PATH. No
                                      network: HF_HUB_OFFLINE=1 and an empty HF cache.
     ```toml, ```json                 parsed (must be valid)
-    ``` (no language), ```text       output shown in the README: not code, not run
+    ``` (no language), ```text       output shown in the page: not code, not run
 
     <!-- test: skip (REASON) -->     not run; reported as a pytest skip with REASON
                                      (for blocks that cannot run on a CPU machine, or
@@ -24,9 +27,7 @@ before its opening fence (invisible on GitHub and the Hub):
                                      relu() takes its torch fallback (`device="cuda"` in
                                      the block becomes `device="cpu"`). For the get_kernel
                                      examples: the loader, the lock file and the package
-                                     API run for real, only the device is simulated;
-                                     FlyDSL compiles for gfx950 with Debian's lld-22
-                                     (tools/toolchain.py), so warmup() really compiles.
+                                     API run for real, only the device is simulated.
 
 A bash block that runs the set-up, the suite or CI (test.sh, main.sh, tools/setup.sh,
 .ci/run) must carry a skip marker: it fails without running, since running it from
@@ -48,6 +49,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 README = Path(os.environ.get("RELU_FLYDSL_README", ROOT / "README.md"))
+DOCS = ("docs/semantics.md", "docs/serving.md", "docs/verification.md", "docs/development.md", "docs/releases.md")
+PAGES = {"README.md": README, **{name: ROOT / name for name in DOCS}}
+VERSION = tomllib.loads((ROOT / "build.toml").read_text())["general"]["version"]
+README_MAX_LINES = 250
+FIRST_SCREEN = 45  # lines: what a reader sees before scrolling, the quickstart included
 
 RUN = {"python": "python", "py": "python", "bash": "bash", "sh": "bash", "shell": "bash"}
 PARSE = {"toml", "json"}
@@ -71,80 +77,261 @@ def blocks(text):
             j += 1
         prev = next((lines[k].strip() for k in range(start - 1, -1, -1) if lines[k].strip()), "")
         marker = prev if prev.startswith("<!--") and "test:" in prev else None
-        found.append((start + 1, lang, marker, "\n".join(lines[start + 1:j]) + "\n"))
+        indent = len(m.group("indent"))
+        code = [line[indent:] if line[:indent].isspace() else line for line in lines[start + 1:j]]
+        found.append((start + 1, lang, marker, "\n".join(code) + "\n"))
         i = j + 1
     return found
 
 
-BLOCKS = blocks(README.read_text())
-RUNNABLE = [b for b in BLOCKS if b[1] in RUN]
+TEXTS = {name: path.read_text() for name, path in PAGES.items()}
+BLOCKS = [(name, *b) for name, text in TEXTS.items() for b in blocks(text)]
+RUNNABLE = [b for b in BLOCKS if b[2] in RUN]
 
 
 def _id(block):
-    return f"L{block[0]}-{block[1] or 'output'}"
+    return f"{block[0]}:L{block[1]}-{block[2] or 'output'}"
 
 
 def _marker(block):
-    if block[2] is None:
+    if block[3] is None:
         return None, None
-    m = MARKER.match(block[2])
-    assert m, f"README.md line {block[0]}: unreadable marker {block[2]!r}"
+    m = MARKER.match(block[3])
+    assert m, f"{block[0]} line {block[1]}: unreadable marker {block[3]!r}"
     return m.group("kind"), (m.group("reason") or "").strip()
 
 
-def test_markers_are_well_placed():
+@pytest.mark.parametrize("page", PAGES)
+def test_markers_are_well_placed(page):
     """Every marker is a known one, stands right before a fence, and a skip says why."""
-    text = README.read_text()
-    fence_markers = {b[0]: b[2] for b in BLOCKS if b[2]}
-    lines = text.splitlines()
+    lines = TEXTS[page].splitlines()
+    fence_markers = {b[1]: b[3] for b in BLOCKS if b[0] == page and b[3]}
     for n, line in enumerate(lines, 1):
         if "<!--" in line and "test:" in line:
             m = MARKER.match(line.strip())
-            assert m, f"README.md line {n}: marker not in the form <!-- test: KIND (REASON) -->: {line!r}"
-            assert m.group("kind") in ("skip", "hub"), f"README.md line {n}: unknown marker kind {m.group('kind')!r}"
+            assert m, f"{page} line {n}: marker not in the form <!-- test: KIND (REASON) -->: {line!r}"
+            assert m.group("kind") in ("skip", "hub"), f"{page} line {n}: unknown marker kind {m.group('kind')!r}"
             if m.group("kind") == "skip":
-                assert (m.group("reason") or "").strip(), f"README.md line {n}: a skip must give its reason"
+                assert (m.group("reason") or "").strip(), f"{page} line {n}: a skip must give its reason"
             following = next((k for k in range(n, len(lines)) if lines[k].strip()), None)
             assert following is not None and FENCE.match(lines[following]), (
-                f"README.md line {n}: a marker must stand right before a code fence")
+                f"{page} line {n}: a marker must stand right before a code fence")
             assert fence_markers.get(following + 1) == line.strip()
 
 
 def test_every_block_has_a_known_language():
-    unknown = [(b[0], b[1]) for b in BLOCKS if b[1] not in set(RUN) | PARSE | OUTPUT]
-    assert not unknown, f"README.md blocks with a language this test does not handle (add it here): {unknown}"
+    unknown = [_id(b) for b in BLOCKS if b[2] not in set(RUN) | PARSE | OUTPUT]
+    assert not unknown, f"blocks with a language this test does not handle (add it here): {unknown}"
 
 
 def test_the_readme_has_runnable_blocks():
     # Guards the extraction itself: a README whose fences stopped matching would pass vacuously.
-    assert len(RUNNABLE) >= 2, [(_id(b), b[2]) for b in BLOCKS]
+    run = [b for b in RUNNABLE if b[0] == "README.md" and _marker(b)[0] != "skip"]
+    assert len(run) >= 2, [(_id(b), b[3]) for b in BLOCKS if b[0] == "README.md"]
 
 
-DATA = [b for b in BLOCKS if b[1] in PARSE] or [
-    pytest.param(None, marks=pytest.mark.skip(reason="README.md has no toml or json block to parse"))]
+DATA = [b for b in BLOCKS if b[2] in PARSE]
 
 
-@pytest.mark.parametrize("block", DATA, ids=lambda b: _id(b) if b else "none")
+@pytest.mark.parametrize("block", DATA, ids=_id)
 def test_data_block_parses(block):
-    line, lang, _, code = block
+    page, line, lang, _, code = block
     try:
         tomllib.loads(code) if lang == "toml" else json.loads(code)
     except (ValueError, tomllib.TOMLDecodeError) as e:
-        pytest.fail(f"README.md line {line}: invalid {lang}: {e}")
+        pytest.fail(f"{page} line {line}: invalid {lang}: {e}")
 
 
 def test_trust_remote_code_says_to_replace_org():
-    """The first block that loads org/relu-flydsl with trust_remote_code=True tells the
+    """The README's first block that loads org/relu-flydsl with trust_remote_code=True tells the
     reader (in the block or the six lines before it) to replace `org`."""
-    lines = README.read_text().splitlines()
-    first = next((b for b in BLOCKS if "trust_remote_code=True" in b[3]), None)
+    lines = TEXTS["README.md"].splitlines()
+    first = next((b for b in BLOCKS if b[0] == "README.md" and "trust_remote_code=True" in b[4]), None)
     if first is None:
         pytest.skip("README.md has no block with trust_remote_code=True")
-    context = "\n".join(lines[max(0, first[0] - 7):first[0] - 1]) + "\n" + first[3]
+    context = "\n".join(lines[max(0, first[1] - 7):first[1] - 1]) + "\n" + first[4]
     assert re.search(r"replace\s+`?org`?", context, re.I), (
-        f"README.md line {first[0]}: say next to trust_remote_code=True to replace `org` with the real owner")
+        f"README.md line {first[1]}: say next to trust_remote_code=True to replace `org` with the real owner")
 
 
+# ---- what the README promises about itself ---------------------------------------------
+def test_the_readme_is_read_in_two_minutes():
+    n = len(TEXTS["README.md"].splitlines())
+    assert n <= README_MAX_LINES, (f"README.md has {n} lines (at most {README_MAX_LINES}): move the detail to a "
+                                   f"docs/ page and link it")
+
+
+def test_the_first_screen_answers_the_first_questions():
+    """What it is, its status, the expected gain (the reference post's, named), the quickstart
+    at the current version, and how to check it works: all before the reader scrolls."""
+    screen = "\n".join(TEXTS["README.md"].splitlines()[:FIRST_SCREEN])
+    flat = " ".join(screen.split())
+    wanted = {
+        "what it is (gfx950)": "gfx950" in screen,
+        "its status: checked on an emulated gfx950": re.search(r"emulated gfx950", flat) is not None,
+        "its status: no MI350X measurement yet": re.search(r"no MI350X[^.]*(?:measured|yet)", flat) is not None,
+        "the reference post, by title": "Beating torch.relu with FlyDSL: A Hands-On Guide to Bandwidth-Bound Kernels" in flat,
+        "the expected gain, named as the post's": re.search(r"reference post's[^.]*figures", flat) is not None,
+        f"the quickstart at version {VERSION}":
+            re.search(rf'get_kernel\("org/relu-flydsl", version={VERSION}\b', screen) is not None,
+        "the health check status()": "status()" in screen,
+        "explain(x)": "explain(x" in screen,
+        "the command-line check": "-m relu_flydsl" in screen,
+        "torch.compile's default": "torch.compile" in screen,
+    }
+    missing = [what for what, ok in wanted.items() if not ok]
+    assert not missing, f"README.md's first {FIRST_SCREEN} lines do not say: {missing}"
+
+
+PINS = (
+    r'get_kernel\("org/relu-flydsl",[^)\n]*?version=(\d+)',
+    r'"version": (\d+)',
+    r'"org/relu-flydsl" = (\d+)',
+    r"--revision v(\d+)",
+    r'revision="v(\d+)"',
+    r"--version (\d+)",
+    r"verify-signature\s+org/relu-flydsl (\d+)",
+    r"relu-flydsl-v(\d+)",
+)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_examples_pin_the_current_version(page):
+    """Every example that loads, locks, downloads or benchmarks a release names the current
+    one (build.toml's version): an upgrade cannot leave an example on the previous release."""
+    text = re.sub(r"\s+", " ", TEXTS[page])
+    found = {m.group(0): int(m.group(1)) for pattern in PINS for m in re.finditer(pattern, text)}
+    stale = {example: v for example, v in found.items() if v != VERSION}
+    assert not stale, f"{page}: examples for another version than build.toml's {VERSION}: {stale}"
+    if page == "README.md":
+        assert found, "README.md loads no release (get_kernel(..., version=N))"
+
+
+# ---- links ---------------------------------------------------------------------------
+LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _slug(heading):
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _anchors(path):
+    text = re.sub(r"```.*?```", "", path.read_text(), flags=re.S)
+    return {_slug(m.group(1).replace("`", "")) for m in re.finditer(r"^#{1,6}\s+(.*)$", text, re.M)}
+
+
+def _markdown_files():
+    skip = {".git", ".venv", "relu-build", "results", "build", "node_modules"}
+    return [p for p in sorted(ROOT.rglob("*.md")) if not skip & set(p.relative_to(ROOT).parts[:-1])]
+
+
+def test_the_markdown_links_resolve():
+    """Every relative link of every Markdown file in the repository names a file that exists;
+    a link from the README or its docs pages into a Markdown file names a heading that exists."""
+    ours = {path.resolve() for path in PAGES.values()}
+    problems = []
+    for page in _markdown_files():
+        text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+        for target in LINK.findall(text):
+            if re.match(r"^[a-z]+:", target):
+                continue  # https:, mailto:
+            file, _, anchor = target.partition("#")
+            dest = (page.parent / file).resolve() if file else page.resolve()
+            where = f"{page.relative_to(ROOT)} -> {target}"
+            if not dest.exists():
+                problems.append(f"{where}: no such file")
+            elif anchor and page.resolve() in ours and dest.suffix == ".md" and anchor not in _anchors(dest):
+                problems.append(f"{where}: no such heading in {dest.relative_to(ROOT)}")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_link_check_can_fail(tmp_path):
+    page = tmp_path / "p.md"
+    page.write_text("# A `b` c\n\n[x](p.md#a-b-c) [y](p.md#nope)\n")
+    assert _anchors(page) == {"a-b-c"}
+    assert [t for t in LINK.findall(page.read_text()) if t.partition("#")[2] not in _anchors(page)] == ["p.md#nope"]
+
+
+# ---- the settings table (docs/serving.md) ------------------------------------------------
+PACKAGE = ROOT / "torch-ext" / "relu_flydsl"
+# Where each variable is read decides when: the dispatch state compares them on every call, the
+# compiled entry reads its switch once at import, torch.compile's tracing reads its own.
+WHEN = {"_state.py": "every call", "_compiled_entry.py": "at import", "_relu.py": "when torch.compile traces a graph"}
+
+
+def settings_table():
+    """[(variable, values, when read, what it does)] of docs/serving.md's "## Settings" table."""
+    text = TEXTS["docs/serving.md"]
+    assert "\n## Settings\n" in text, "docs/serving.md has no '## Settings' section"
+    section = text.split("\n## Settings\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("|")]
+    header = [c.strip() for c in rows[0].strip("|").split("|")]
+    assert header == ["variable", "values", "when read", "what it does"], header
+    return [tuple(c.strip() for c in row.strip().strip("|").split("|")) for row in rows[2:]]
+
+
+def read_variables():
+    """{variable: the file that reads it} for every RELU_FLYDSL_* variable the package reads
+    (os.environ.get of a constant naming it)."""
+    found = {}
+    for path in sorted(PACKAGE.glob("*.py")):
+        text = path.read_text()
+        names = dict(re.findall(r'^(ENV_\w+)\s*=\s*"(RELU_FLYDSL_\w+)"', text, re.M))
+        for const in re.findall(r"os\.environ\.get\((ENV_\w+)", text):
+            if const in names:
+                found[names[const]] = path.name
+    return found
+
+
+def test_the_settings_table_lists_every_variable_and_when_it_is_read():
+    table = {row[0].strip("`"): row for row in settings_table()}
+    read = read_variables()
+    assert len(read) >= 5, read  # guards the scan
+    assert set(table) == set(read), (f"docs/serving.md's settings table lists {sorted(table)}; "
+                                     f"the package reads {sorted(read)}")
+    wrong = {name: (table[name][2], WHEN[file]) for name, file in read.items()
+             if not table[name][2].startswith(WHEN[file])}
+    assert not wrong, f"'when read' (table, where the package reads it): {wrong}"
+
+
+def _plain(cell):
+    return " ".join(str(cell).replace("`", "").split()).lower()
+
+
+def test_the_settings_table_is_the_packages_list():
+    """The table and relu_flydsl._state.SETTINGS (what status() reports) say the same."""
+    import relu_flydsl._state as state
+
+    settings = getattr(state, "SETTINGS", None)
+    if settings is None:
+        pytest.skip("relu_flydsl._state.SETTINGS is not defined in this tree (the settings list status() reports)")
+    table = [tuple(_plain(c) for c in row) for row in settings_table()]
+    code = [tuple(_plain(c) for c in row) for row in settings]
+    expected = "\n".join("| " + " | ".join(f"`{c}`" if i == 0 else str(c) for i, c in enumerate(row)) + " |"
+                         for row in settings)
+    assert table == code, f"docs/serving.md's settings rows differ from _state.SETTINGS; its rows:\n{expected}"
+
+
+# ---- the assembly rows docs/verification.md quotes ----------------------------------------
+def test_the_quoted_isa_rows_are_the_tools_output():
+    import toolchain
+
+    try:
+        toolchain.find_tool("llvm-objdump")
+    except Exception as e:  # noqa: BLE001 - whatever says the tool is missing
+        pytest.skip(f"no LLVM 22 llvm-objdump (tools/isa_report.py disassembles with it): {e}")
+    quoted = [b for b in BLOCKS if b[0] == "docs/verification.md" and b[2] == "text" and "relu VALU/16B" in b[4]]
+    assert len(quoted) == 1, "docs/verification.md quotes no tools/isa_report.py table"
+    r = subprocess.run([sys.executable, "tools/isa_report.py"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = {" ".join(line.split()) for line in r.stdout.splitlines()}
+    rows = [line for line in quoted[0][4].splitlines() if line.strip()]
+    assert len(rows) >= 2
+    differ = [line for line in rows if " ".join(line.split()) not in out]
+    assert not differ, f"docs/verification.md rows not in tools/isa_report.py's output:\n" + "\n".join(differ)
+
+
+# ---- running the blocks ---------------------------------------------------------------
 @pytest.fixture(scope="module")
 def hub_dir(tmp_path_factory):
     """An offline HF cache holding the current release (from a fresh build) and a folder with
@@ -187,22 +374,19 @@ def _env(cache):
     return env
 
 
-@pytest.mark.parametrize("block", RUNNABLE, ids=_id)
-def test_readme_block_runs(block, tmp_path, request):
-    line, lang, _, code = block
+def run_block(block, tmp_path, hub=None):
+    """Run one block as the module docstring says; hub: (cache, folder) for `hub` blocks."""
+    page, line, lang, _, code = block
     kind, reason = _marker(block)
     if kind == "skip":
-        pytest.skip(f"README.md line {line}: {reason}")
-    where = f"README.md line {line} ({lang})"
+        pytest.skip(f"{page} line {line}: {reason}")
+    where = f"{page} line {line} ({lang})"
     if kind == "hub":
         assert RUN[lang] == "python", f"{where}: `hub` blocks must be python"
-        cache, cwd = request.getfixturevalue("hub_dir")
+        cache, cwd = hub()
         cmd = [sys.executable, "-c", HUB_PRELUDE + code.replace('device="cuda"', 'device="cpu"')]
-        import toolchain
-
-        extra = toolchain.compile_env()
     else:
-        cache, cwd, extra = tmp_path / "hf_cache", ROOT, {}
+        cache, cwd = tmp_path / "hf_cache", ROOT
         cache.mkdir()
         if RUN[lang] == "python":
             cmd = [sys.executable, "-c", code]
@@ -213,18 +397,32 @@ def test_readme_block_runs(block, tmp_path, request):
             if ".venv/" in code and not (ROOT / ".venv" / "bin" / "python").exists():
                 pytest.skip(f"{where} uses .venv, which is not made in this checkout (bash tools/setup.sh makes it)")
             cmd = ["bash", "-euo", "pipefail", "-c", code]
-    r = subprocess.run(cmd, cwd=cwd, env={**_env(cache), **extra}, capture_output=True, text=True, timeout=600)
+    r = subprocess.run(cmd, cwd=cwd, env=_env(cache), capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, f"{where} failed (exit {r.returncode}):\n{code}\n--- stdout\n{r.stdout[-3000:]}\n--- stderr\n{r.stderr[-3000:]}"
 
 
+@pytest.mark.parametrize("block", RUNNABLE, ids=_id)
+def test_block_runs(block, tmp_path, request):
+    run_block(block, tmp_path, hub=lambda: request.getfixturevalue("hub_dir"))
+
+
+@pytest.mark.parametrize("code, lang", [("raise SystemExit(3)", "python"), ("exit 3", "bash")])
+def test_a_broken_block_fails(code, lang, tmp_path):
+    """The runner itself: a block that fails makes its test fail."""
+    (block,) = [("p.md", *b) for b in blocks(f"x\n\n```{lang}\n{code}\n```\n")]
+    with pytest.raises(AssertionError, match="exit 3"):
+        run_block(block, tmp_path)
+
+
 def test_the_hardware_command_prints_each_skip_reason():
-    """The README's hardware-suite command, run here as printed: where the suite is skipped
+    """The hardware-suite command the docs give, run here as printed: where the suite is skipped
     (CPU, a CUDA GPU, a ROCm GPU that is not gfx950) its output names the reason in full,
     not `SKIPPED (nee...)` nor a bare `351 skipped`."""
     import shlex
 
-    commands = re.findall(r"`([^`]*pytest -m hardware[^`]*)`", README.read_text())
-    assert commands, "README.md documents no hardware-suite command (`... pytest -m hardware ...`)"
+    text = TEXTS["README.md"] + TEXTS["docs/verification.md"]
+    commands = re.findall(r"`([^`]*pytest -m hardware[^`]*)`", text)
+    assert commands, "README.md and docs/verification.md document no hardware-suite command (`... pytest -m hardware ...`)"
     import test_hardware
 
     if test_hardware.DEVICE is not None:

@@ -127,7 +127,7 @@ def test_threads_use_both_devices_alternately(two):
 
 def test_warmup_on_given_devices(two):
     relu_flydsl, dispatch, _ = _pkg()
-    assert relu_flydsl.warmup("float32", devices=(0, 1)) == [("v5", "float32", 4)]
+    assert relu_flydsl.warmup("float32", devices=(0, 1)).ready == [("v5", "float32", 4, 0), ("v5", "float32", 4, 1)]
     assert dispatch.STATE.canary_runs == {("v5", "float32", 4, 0): 1, ("v5", "float32", 4, 1): 1}
     assert two.get_device() == 0
     canaries = len(two.canary_launches)

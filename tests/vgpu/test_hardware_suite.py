@@ -157,3 +157,47 @@ def test_the_hardware_suite_fails_on_a_mutant(variant, tmp_path, mutant, canary)
     vgpu_support.SUMMARY_LINES.append(
         f"hardware suite on mutant {mutant} (canary {canary}): {len(failed)} of {len(outcomes)} tests failed "
         f"in {took:.0f} s, at: " + "; ".join(f"`{at}` {k}" for at, k in sorted(by.items(), key=lambda kv: -kv[1])))
+
+
+RUN_SH = M.ROOT / "tests" / "hardware" / "run.sh"
+
+
+def run_sh(args, env=()):
+    child = {k: v for k, v in os.environ.items() if not k.startswith("RELU_FLYDSL_")}
+    child.update(env)
+    return subprocess.run(["bash", str(RUN_SH), *args], cwd=M.ROOT, env=child, capture_output=True, text=True,
+                          timeout=600)
+
+
+@pytest.mark.parametrize("given", ["release folder", "variant folder"])
+def test_run_sh_tests_the_variant_it_is_given(variant, tmp_path, given):
+    """`bash tests/hardware/run.sh --variant PATH`, the post-upgrade check: the suite imports the
+    files at PATH (a copy laid out as `hf download --local-dir` lays out a release), not this
+    checkout's, and runs on them."""
+    import json
+
+    pinned = tmp_path / "relu-flydsl-pinned"
+    shutil.copytree(variant.parents[1], pinned)  # relu-build/: README.md, build/torch-rocm/, benchmarks/
+    module = json.loads((pinned / "build" / "torch-rocm" / "metadata.json").read_text())["id"]
+    path = pinned if given == "release folder" else pinned / "build" / "torch-rocm"
+    r = run_sh(["--variant", str(path), "-k", "test_the_package_under_test or (test_in_place and v5)"],
+               {hardware_vgpu.ENV_TARGET: "vgpu"})
+    assert r.returncode == 0, shown(r)
+    assert f"relu_flydsl under test: {module} version " in r.stdout, shown(r)
+    assert f"from {pinned / 'build' / 'torch-rocm'}\n" in r.stdout, shown(r)
+    assert "2 passed" in r.stdout and "FlyDSL path 1, torch fallback 0" in r.stdout, shown(r)
+
+
+def test_run_sh_refuses_a_folder_that_is_no_variant(tmp_path):
+    (tmp_path / "empty").mkdir()
+    for folder in (tmp_path / "empty", tmp_path / "absent"):
+        r = run_sh(["--variant", str(folder)])
+        assert r.returncode == 2 and "run.sh: --variant" in r.stderr, shown(r)
+
+
+def test_run_sh_without_variant_tests_the_checkout(tmp_path):
+    """No --variant: the checkout's package, whatever RELU_FLYDSL_HARDWARE_VARIANT said before
+    (on this machine, without a gfx950, every test is skipped with the reason)."""
+    r = run_sh(["-k", "test_the_package_under_test"], {hardware_vgpu.ENV_VARIANT: str(tmp_path)})
+    assert r.returncode == 0 and "testing this checkout's package" in r.stdout, shown(r)
+    assert re.search(r"SKIPPED \[1\] .*needs a gfx950 GPU", r.stdout) or "1 passed" in r.stdout, shown(r)

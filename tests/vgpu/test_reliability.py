@@ -447,7 +447,7 @@ def test_warmup_loads_ahead_of_the_first_call(vgpu):
     relu_flydsl, dispatch, state, _ = _pkg()
     loads = vgpu.counts()["load"]
     done = relu_flydsl.warmup(dtypes=(torch.bfloat16, "float32"))
-    assert done == [("v5", "bfloat16", 8), ("v5", "float32", 4)]
+    assert done.ready == [("v5", "bfloat16", 8, 0), ("v5", "float32", 4, 0)] and done.not_ready == {}
     assert vgpu.counts()["load"] == loads + 2
     assert set(state.functions) == {("v5", "bfloat16", 8, 0), ("v5", "float32", 4, 0)}
     _checked_call(vgpu, None, torch.bfloat16, 4096)   # dense: the warmed kernel, no load

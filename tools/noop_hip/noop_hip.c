@@ -61,9 +61,10 @@ hipError_t hipModuleGetFunction(void **function, void *module, const char *name)
 hipError_t hipModuleLaunchKernel(void *f, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx, uint32_t by,
                                  uint32_t bz, uint32_t shmem, void *stream, void **params, void **extra) {
     (void)f; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)shmem; (void)params; (void)extra;
-    ring_stream[n_launch % RING] = (uint64_t)(uintptr_t)stream;
-    ring_grid[n_launch % RING] = gx;
-    n_launch++;
+    /* launches from threads that released the GIL (ctypes) may race: the count is atomic */
+    uint64_t i = __atomic_fetch_add(&n_launch, 1, __ATOMIC_RELAXED);
+    ring_stream[i % RING] = (uint64_t)(uintptr_t)stream;
+    ring_grid[i % RING] = gx;
     if (fail_left > 0) { fail_left--; last_error = fail_code; return fail_code; }
     return HIP_OK;
 }
@@ -71,7 +72,7 @@ hipError_t hipModuleLaunchKernel(void *f, uint32_t gx, uint32_t gy, uint32_t gz,
 /* The same launch as hipModuleLaunchKernel with the config's values (counted there too). */
 hipError_t hipDrvLaunchKernelEx(const HIP_LAUNCH_CONFIG *c, void *f, void **params, void **extra) {
     if (!c || c->numAttrs) return last_error = 1; /* hipErrorInvalidValue */
-    n_launch_ex++;
+    __atomic_fetch_add(&n_launch_ex, 1, __ATOMIC_RELAXED);
     return hipModuleLaunchKernel(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
                                  c->sharedMemBytes, c->hStream, params, extra);
 }

@@ -73,9 +73,11 @@ def present_cpu_as(package, arch="gfx950", stream=0, setattr_=None):
     dispatch = importlib.import_module(f"{package.__name__}._dispatch")
     entry = importlib.import_module(f"{package.__name__}._compiled_entry")
     current = stream if callable(stream) else (lambda: stream)
-    saved = dispatch.device_info
+    saved = dispatch.device_info, getattr(dispatch, "device_archs", None)
     (setattr_ or setattr)(dispatch, "device_info",
                           lambda t: dispatch.DeviceInfo(arch, current()) if t.device.type == "cpu" else None)
+    if saved[1] is not None:  # status()'s devices: device 0, that arch
+        (setattr_ or setattr)(dispatch, "device_archs", lambda: {0: arch})
     stream_of = STREAM_OF(lambda index: current()) if callable(stream) or stream else None
     entry.present_cpu(True, None, ctypes.cast(stream_of, ctypes.c_void_p).value if stream_of else None)
     entry.presenting = (stream_of,)
@@ -83,7 +85,9 @@ def present_cpu_as(package, arch="gfx950", stream=0, setattr_=None):
     def restore():
         entry.present_cpu(False)
         entry.presenting = None
-        setattr(dispatch, "device_info", saved)
+        setattr(dispatch, "device_info", saved[0])
+        if saved[1] is not None:
+            setattr(dispatch, "device_archs", saved[1])
 
     return restore
 
@@ -123,6 +127,9 @@ def serve(dev, package, setattr_=None):
     saved = [(dispatch, "device_info", dispatch.device_info), (canary, "device_memory", canary.device_memory)]
     put = setattr_ or setattr
     put(dispatch, "device_info", device_info_for(dev, dispatch))
+    if hasattr(dispatch, "device_archs"):  # status()'s devices: every virtual device, a gfx950
+        saved.append((dispatch, "device_archs", dispatch.device_archs))
+        put(dispatch, "device_archs", lambda: {i: "gfx950" for i in range(dev.device_count)})
     put(canary, "device_memory", canary_memory_for(dev))
     entry_off = present_cpu(dev, importlib.import_module(f"{package.__name__}._compiled_entry"))
 

@@ -2,10 +2,18 @@
 
     relu(x, out=None)       y = +0.0 if x < 0 else x, on the bits; a shipped gfx950 kernel
     layers.ReLU             the same as an nn.Module for kernels.kernelize
+    status()                the health check: per device whether the kernels serve it and why
+                            not, the HIP runtime, the code objects, the compiled entry, each
+                            kernel's canary verdict, the settings in force (a dict; also
+                            the package run with -m, e.g. `.venv/bin/python -m relu_flydsl`,
+                            which exits 1 when a gfx950 is not served)
+    explain(x, out=None)    which path that call would take and why, without running it
     dispatch_stats()        which path each call took (kernel rung or fallback + why)
-    warmup(dtypes)          load kernels (and run their canaries) ahead of the first call
+    warmup(dtypes)          load kernels and run their canaries ahead of the first call;
+                            returns what is ready on each device, and why the rest is not
     verify_digest(path)     check an installed variant's files against its digest
                             (verify_variant: its deprecated version-1 name)
+    VariantVerificationError  what verify_digest raises
 
 The kernels are prebuilt gfx950 code objects (code_objects/, checked against
 their sha256 before loading): at run time nothing compiles, links or imports
@@ -16,12 +24,14 @@ runtime ROCm torch has loaded.
 from . import _compiled_entry, layers
 from ._dispatch import dispatch_stats, reset_dispatch_stats, warmup
 from ._relu import relu
+from ._status import explain, status
+from ._verify import VariantVerificationError, verify_digest, verify_variant
 from ._version import __version__
-from ._verify import verify_digest, verify_variant
 
-_compiled_entry.load()  # the compiled entry, where it can load (_compiled_entry.status() says why not)
+_compiled_entry.load()  # the compiled entry, where it can load (status()["entry"] says why not)
 
-# The public API of versions 2 and 3 (releases/v2.json, v3.json): adding or removing a symbol needs a new
-# version (tools/release.py). verify_variant, verify_digest's version-1 name, stays (it warns).
-__all__ = ["__version__", "dispatch_stats", "layers", "relu", "reset_dispatch_stats", "verify_digest",
-           "verify_variant", "warmup"]
+# The public API (releases/vN.json records each version's): adding or removing a symbol needs a new
+# version (tools/release.py). Version 4 adds status, explain and VariantVerificationError.
+# verify_variant, verify_digest's version-1 name, stays (it warns).
+__all__ = ["VariantVerificationError", "__version__", "dispatch_stats", "explain", "layers", "relu",
+           "reset_dispatch_stats", "status", "verify_digest", "verify_variant", "warmup"]

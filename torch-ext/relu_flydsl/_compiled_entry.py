@@ -29,12 +29,11 @@ import torch
 
 from . import _hip, _objects
 from ._inputs import OVERLAP
-from ._state import ENV_DATA, ENV_KEYS, STATE
+from ._state import ENV_DATA, ENV_ENTRY, ENV_KEYS, OFF, STATE
 from ._state import DISABLED as _DISABLED
 from ._state import NO_DEVICE as _NO_DEVICE
 from .flash_relu_rocm.registry import RUNGS
 
-ENV_ENTRY = "RELU_FLYDSL_ENTRY"  # "0": never load the compiled entry (read at import)
 MODULE = "_relu_flydsl_entry"    # PyInit__relu_flydsl_entry in _compiled_entry.c
 ABI = "cp310-abi3"               # the CPython limited API it is built against
 PYTHONS = ((3, 10), (3, 13))     # the interpreters it is built and tested for
@@ -71,7 +70,7 @@ devices = {}  # device index -> why the entry stands down there (None: it serves
 
 def _why_not_here():
     """Why this process cannot use the binary, or None."""
-    if os.environ.get(ENV_ENTRY, "").strip().lower() in ("0", "false", "no", "off"):
+    if os.environ.get(ENV_ENTRY, "").strip().lower() in OFF:
         return f"disabled by {ENV_ENTRY}"
     if sys.platform != "linux" or platform.machine() not in ("x86_64", "AMD64"):
         return f"built for x86-64 Linux, not {sys.platform} {platform.machine()}"
@@ -408,8 +407,8 @@ def add(entry, rung):
     code, bits = DL_DTYPES[getattr(torch, p.dtype)]
     numel, x_align, y_align, device = entry.key[2:]
     with STATE.lock:
-        if _module is None or not _still_ready(entry, rung):
-            return
+        if _module is None or devices.get(device, "not learned") is not None or not _still_ready(entry, rung):
+            return  # (a device the entry stands down on, or has not learned, keeps the general path)
         try:
             _module.add(0 if rung is None else RUNG_NAMES.index(rung) + 1, code, bits, numel, x_align, y_align,
                         device, entry.function.value, entry.grid, entry.block, entry.hit, f"rung {p.rung}, {p.dtype}")

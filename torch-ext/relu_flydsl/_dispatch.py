@@ -68,6 +68,22 @@ def device_info(x: torch.Tensor) -> Optional[DeviceInfo]:
     return DeviceInfo(arch, _current_stream(index), index == torch.cuda.current_device(), index)
 
 
+def device_archs() -> dict:
+    """{index: arch} of the ROCm devices torch sees, asked without launching anything
+    (torch's device count and each device's properties, remembered as device_info
+    remembers them); {} on a torch without ROCm. status() reads it; the virtual-device
+    tests substitute it as they substitute device_info."""
+    if _HIP_BUILD is None:
+        return {}
+    archs = {}
+    for index in range(torch.cuda.device_count()):
+        arch = STATE.archs.get(index)
+        if arch is None:
+            arch = STATE.archs[index] = torch.cuda.get_device_properties(index).gcnArchName.split(":")[0]
+        archs[index] = arch
+    return archs
+
+
 def dispatch_stats() -> dict:
     """Calls per path since start (or the last reset):
     {"flydsl/v5/bfloat16": n, "fallback/not a ROCm device": m, ...}."""
@@ -194,18 +210,24 @@ def _ready(vkey, info: DeviceInfo):
     """(function, None) when kernel vkey = (rung, dtype, vec, device) may
     launch now, else (None, the fallback reason). On first use on a device:
     loads its module and, unless disabled, runs its canary, once whatever the
-    threads, and never inside a graph capture."""
+    threads, and never inside a graph capture. A failed canary is final: that
+    kernel never launches on that device again, whatever RELU_FLYDSL_CANARY
+    says later (its warning promises so)."""
     s = STATE
     canary = s.settings.canary
-    function = s.functions.get(vkey)
-    if function is not None and (not canary or vkey in s.verdicts):
-        return (function, None) if not canary or s.verdicts[vkey] is None else (None, _canary_failed(vkey))
-    if canary and s.verdicts.get(vkey, None) is not None:
+    verdict = s.verdicts.get(vkey, _UNJUDGED)
+    if verdict is not None and verdict is not _UNJUDGED:
         return None, _canary_failed(vkey)
+    function = s.functions.get(vkey)
+    if function is not None and (verdict is None or not canary):
+        return function, None
     with s.key_lock(("ready",) + vkey):
+        verdict = s.verdicts.get(vkey, _UNJUDGED)
+        if verdict is not None and verdict is not _UNJUDGED:
+            return None, _canary_failed(vkey)
         function = s.functions.get(vkey)
-        if canary and vkey in s.verdicts:
-            return (function, None) if s.verdicts[vkey] is None else (None, _canary_failed(vkey))
+        if function is not None and verdict is None:
+            return function, None
         if function is not None and not canary:
             return function, None
         if _capturing(info.stream):
@@ -215,7 +237,7 @@ def _ready(vkey, info: DeviceInfo):
             function = _on_device(device, info.current, _objects.function, rung, dtype, vec, device)
         except _objects.ObjectError as e:
             return None, str(e)
-        if not canary:
+        if verdict is None or not canary:
             return function, None
         try:
             evidence = _run_canary(function, vkey, info.stream, info.current)
@@ -228,6 +250,9 @@ def _ready(vkey, info: DeviceInfo):
                         f"device {device} for the life of the process")
             return None, _canary_failed(vkey)
     return function, None
+
+
+_UNJUDGED = object()  # no canary verdict yet (a verdict of None means: passed)
 
 
 # ---- launching ---------------------------------------------------------------
@@ -346,54 +371,172 @@ def _device_count() -> int:
         return 0
 
 
-def warmup(dtypes=DTYPES, rungs=None, vecs=None, devices=None):
-    """Make kernels ready ahead of the first call (see the README's cold
+class WarmupResult:
+    """What warmup() made ready, and what it could not, on each device.
+
+    ready      [(rung, dtype, vec, device), ...]: a kernel counts as ready on a device only
+               once its module is loaded there and its first-use canary passed there (or
+               the canary is switched off: `canary` is then False and nothing was checked)
+    not_ready  {(rung, dtype, vec, device): reason}: device None where the reason holds for
+               every device (a corrupt or missing code object; no device to warm up at all)
+    devices    {device: arch} of the devices warmed up (an arch other than gfx950 readies
+               nothing: its kernels are in not_ready)
+    canary     whether the canaries ran (RELU_FLYDSL_CANARY unset or on)
+    disabled   whether the kill switch (RELU_FLYDSL_DISABLE) is on: ready kernels are then
+               not used until it is off
+    ok         ready is not empty and not_ready is
+    str(result) says the same in a few lines.
+    """
+
+    __slots__ = ("ready", "not_ready", "devices", "canary", "disabled")
+
+    def __init__(self, ready, not_ready, devices, canary, disabled):
+        self.ready, self.not_ready, self.devices = ready, not_ready, devices
+        self.canary, self.disabled = canary, disabled
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.ready) and not self.not_ready
+
+    def __repr__(self):
+        return (f"WarmupResult(ready={self.ready!r}, not_ready={self.not_ready!r}, devices={self.devices!r}, "
+                f"canary={self.canary!r}, disabled={self.disabled!r})")
+
+    def __eq__(self, other):
+        return isinstance(other, WarmupResult) and repr(self) == repr(other)
+
+    __hash__ = None
+
+    def __str__(self):
+        lines = []
+        checked = "module loaded, canary passed" if self.canary else f"module loaded, canary off ({ENV_CANARY})"
+        for rung, dtype, vec, device in self.ready:
+            lines.append(f"ready      {rung}/{dtype}/x{vec} on device {device} ({checked})")
+        for (rung, dtype, vec, device), why in self.not_ready.items():
+            where = "" if device is None else f" on device {device}"
+            lines.append(f"not ready  {rung}/{dtype}/x{vec}{where}: {why}")
+        if self.disabled:
+            lines.append(f"every call takes the torch fallback while {ENV_DISABLE} is on")
+        return "\n".join(lines) or "nothing asked"
+
+
+def _no_device_reason() -> str:
+    why = _hip.unavailable()
+    return f"no device to warm up ({why})" if why else "no device to warm up (the HIP runtime reports no current device)"
+
+
+def warmup(dtypes=DTYPES, rungs=None, vecs=None, devices=None) -> WarmupResult:
+    """Make kernels ready ahead of the first call (see docs/serving.md's cold
     start): each code object checked against its sha256, its module loaded on
     each device and, unless disabled, its first-use canary run there, so no
     module load and no canary happens later (e.g. inside a HIP graph capture).
+
     dtypes: a name ("bfloat16") or torch dtype, or a list of them; rungs:
     default the serving rung; vecs=None takes each rung's widest vector, the
     one dense, aligned tensors use; devices: an index, torch.device("cuda", i)
     or a list of them (default the current HIP device; none without a HIP
-    runtime: the objects are only checked). Raises TypeError/ValueError for a
-    bad argument (_inputs.warmup_args names what is accepted), RuntimeError when the
-    code objects are missing. A kernel whose object is corrupt or which fails
-    its canary warns and is not used. Returns the (rung, dtype, vec) ready."""
+    runtime).
+
+    Returns a WarmupResult: `.ready` lists (rung, dtype, vec, device) for each
+    kernel whose module loaded and whose canary passed on that device (with
+    RELU_FLYDSL_CANARY off: loaded, unchecked, and `.canary` is False);
+    `.not_ready` maps every other (rung, dtype, vec, device) to why: no device
+    at all (device None), a device that is not a gfx950, a corrupt or missing
+    code object (device None), a failed canary, a module that did not load, a
+    graph capture in progress. Each of those also warns (once per process and
+    reason); `.ok` is True only when everything asked is ready.
+
+    Raises TypeError/ValueError for a bad argument (_inputs.warmup_args names
+    what is accepted), RuntimeError when there are no usable code objects at all."""
     names, rungs, vecs, devices = _inputs.warmup_args(
         dtypes, rungs, vecs, devices, _device_count() if devices is not None else 0, _DTYPE_NAMES, RUNGS)
-    rung_objects = [RUNGS[r] for r in (rungs or (STATE.current().default_rung,))]
+    settings = STATE.current()
+    rung_objects = [RUNGS[r] for r in (rungs or (settings.default_rung,))]
     missing = _objects.unavailable()
     if missing:
         raise RuntimeError(f"relu_flydsl: warmup(): {missing}")
-    kernels = []
+    kernels, not_ready = [], {}
     for r in rung_objects:
         for dtype in names:
             for vec in vecs or (r.max_vec(dtype),):
                 try:
                     _objects.entry(r.name, dtype, vec)
-                    if (r.name, dtype, vec) not in STATE.broken:
+                    why = STATE.broken.get((r.name, dtype, vec))
+                    if why is None:
                         _objects.read_verified(r.name, dtype, vec)
+                    else:
+                        raise _objects.ObjectError(why)
                 except _objects.ObjectError as e:
                     STATE.broken[(r.name, dtype, vec)] = str(e)
                     STATE.warn_once(("object", (r.name, dtype, vec)), str(e))
+                    not_ready[(r.name, dtype, vec, None)] = str(e)
                     continue
                 kernels.append((r.name, dtype, vec))
-    for device in _warmup_devices(devices):
+    targets = _warmup_devices(devices)
+    if not targets and kernels:
+        why = _no_device_reason()
         for rung_name, dtype, vec in kernels:
-            _warm_on(get_rung(rung_name), dtype, vec, device)
-    return kernels
+            not_ready[(rung_name, dtype, vec, None)] = why
+        STATE.warn_once(("warmup", why), f"warmup(): nothing is ready: {why}", fallback=False)
+    ready, archs = [], {}
+    for device in targets:
+        arch, why = _device_arch(device, kernels)
+        archs[device] = arch
+        if why is not None:
+            STATE.warn_once(("warmup", device, why), f"warmup(): nothing is ready on device {device}: {why}")
+        for rung_name, dtype, vec in kernels:
+            reason = why or _warm_on(get_rung(rung_name), dtype, vec, device)
+            if reason is None:
+                ready.append((rung_name, dtype, vec, device))
+            else:
+                not_ready[(rung_name, dtype, vec, device)] = reason
+                if why is None and not _warned_there(reason, (rung_name, dtype, vec)):
+                    STATE.warn_once(("warmup", rung_name, dtype, vec, device, reason),
+                                    f"warmup(): {rung_name}/{dtype}/x{vec} is not ready on device {device}: {reason}")
+    return WarmupResult(ready, not_ready, archs, STATE.settings.canary, STATE.settings.disabled)
 
 
-def _warm_on(rung, dtype: str, vec: int, device: int):
-    """Make (rung, dtype, vec) ready on `device` as a first call would."""
+def _warned_there(reason: str, kernel) -> bool:
+    """The reason was warned where it arose (a failed canary with its evidence, an unusable object)."""
+    return reason.startswith("canary failed ") or STATE.broken.get(kernel) == reason
+
+
+def _probe_info(device: int, rung, dtype: str, vec: int):
+    """device_info for `device`, asked of a canary-sized buffer there (the one question the
+    virtual device answers for its own memory, as for a real device's)."""
     c = _canary.Canary(rung, dtype, vec)
     with _canary.device_memory(c.total, device) as buffer:
         c.load(buffer)
-        info = device_info(c.views()[0])  # the device's arch, current stream, whether it is current
+        return device_info(c.views()[0])  # the device's arch, current stream, whether it is current
+
+
+def _device_arch(device: int, kernels):
+    """(arch or None, None when kernels can be made ready on `device`, else why not)."""
+    why = _hip.unavailable()
+    if why is not None:
+        return None, why
+    if not kernels:
+        return None, None
+    rung_name, dtype, vec = kernels[0]
+    try:
+        info = _probe_info(device, get_rung(rung_name), dtype, vec)
+    except Exception as e:  # noqa: BLE001 - e.g. a torch without ROCm: stated, not raised
+        return None, f"no memory on device {device} ({type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]})"
+    if info is None:
+        return None, "not a ROCm device"
+    if info.arch != SUPPORTED_ARCH:
+        return info.arch, _ARCH_REASON.format(info.arch)
+    return info.arch, None
+
+
+def _warm_on(rung, dtype: str, vec: int, device: int):
+    """Make (rung, dtype, vec) ready on `device` as a first call would: None when it is, else why not."""
+    info = _probe_info(device, rung, dtype, vec)
     if info is None or info.arch != SUPPORTED_ARCH:
-        return  # not a device the kernels serve
+        return "not a ROCm device" if info is None else _ARCH_REASON.format(info.arch)
     STATE.current()
-    _ready((rung.name, dtype, vec, device), info)  # a failure warns
+    function, reason = _ready((rung.name, dtype, vec, device), info)  # a failed canary warns there
+    return reason if function is None else None
 
 
 __all__ = ["DeviceInfo", "ENV_CANARY", "ENV_DISABLE", "ENV_RUNG", "dispatch_stats", "reset_dispatch_stats", "run",

@@ -96,8 +96,30 @@ def unavailable():
     return None
 
 
+def runtime_path():
+    """The file of the HIP runtime bound (its path as mapped into this process where
+    /proc/self/maps names it, else the name it was opened by), or None when none is loaded."""
+    if unavailable() is not None:
+        return None
+    name = getattr(_lib, "_name", None)
+    if name and "/" in name:
+        return name
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.rsplit(None, 1)[-1] if "/" in line else ""
+                if os.path.basename(path).startswith("libamdhip64"):
+                    return path
+    except OSError:
+        pass
+    return name
+
+
 def _check(err, what):
+    """Raise for a failed HIP call, its error taken first (as the compiled entry's hip_failed):
+    left pending, torch's next launch check would report it as torch's own."""
     if err:
+        clear_last_error()
         raise RuntimeError(f"relu_flydsl: {what} failed with HIP error {err}")
 
 

@@ -35,6 +35,7 @@ import torch
 from . import _dispatch, _inputs
 from ._inputs import OVERLAP as _OVERLAP
 from ._ops import add_op_namespace_prefix
+from ._state import ENV_COMPILE, caller_stacklevel
 from .flash_relu_rocm.registry import RUNGS
 
 
@@ -135,7 +136,6 @@ def _(x, out, rung=None):
 
 
 # ---- under torch.compile --------------------------------------------------
-ENV_COMPILE = "RELU_FLYDSL_COMPILE"  # "op": keep the kernel op in compiled graphs
 
 
 @torch.library.custom_op(add_op_namespace_prefix("check_out"), mutates_args=())
@@ -155,7 +155,8 @@ def _(x, out):
 def _compile_uses_op() -> bool:
     value = os.environ.get(ENV_COMPILE, "").strip().lower()
     if value not in ("", "torch", "op"):
-        warnings.warn(f"ignoring {ENV_COMPILE}={value!r}: use 'op' or 'torch' (the default)", RuntimeWarning)
+        warnings.warn(f"ignoring {ENV_COMPILE}={value!r}: use 'op' or 'torch' (the default)", RuntimeWarning,
+                      caller_stacklevel())
     return value == "op"
 
 

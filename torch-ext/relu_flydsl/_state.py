@@ -12,6 +12,9 @@
                             ROCm device": one each for the life of the process (zeroed on
                             reset), so the compiled entry holds their hit functions
     STATE.reset()           back to a fresh process (tests); modules are forgotten, not unloaded
+    STATE.warn_once(...)    a RuntimeWarning once per key, at the caller's line (caller_stacklevel)
+    SETTINGS                every environment variable the package reads: (name, accepted values,
+                            when read, meaning); status()["settings"] reports each
 
 Any change of the environment variables is seen at the next call (an operator
 can flip the kill switch in a running process) and drops every entry, the compiled
@@ -21,6 +24,7 @@ general path, which re-reads them here.
 
 import itertools
 import os
+import sys
 import threading
 import warnings
 
@@ -30,7 +34,35 @@ from .flash_relu_rocm.registry import DEFAULT_RUNG, RUNGS, get_rung
 ENV_DISABLE = "RELU_FLYDSL_DISABLE"  # "1": every call takes the torch fallback (operator kill switch)
 ENV_RUNG = "RELU_FLYDSL_RUNG"        # "v1".."v5": rung used when the call names none
 ENV_CANARY = "RELU_FLYDSL_CANARY"    # "0": no first-use canaries
+ENV_ENTRY = "RELU_FLYDSL_ENTRY"      # "0": never load the compiled entry (_compiled_entry.py, at import)
+ENV_COMPILE = "RELU_FLYDSL_COMPILE"  # "op": the kernel op in compiled graphs (_relu.py, when a graph is traced)
+ON = ("1", "true", "yes", "on")      # the spellings that switch on (any case, surrounding spaces ignored)
+OFF = ("0", "false", "no", "off")    # the spellings that switch off
 ENTRIES_MAX = 4096                   # bound memory for processes that see endless sizes
+
+# Every environment variable the package reads: (name, accepted values, when it is read, what it
+# does). One list: status()["settings"] reports each, and the documentation's settings table is
+# checked against it.
+SETTINGS = (
+    (ENV_DISABLE, "1, true, yes, on (any case): on; unset or anything else: off",
+     "every call (re-read whenever it changes)",
+     "the kill switch: every call takes torch's fallback (torch.relu's own kernel)"),
+    (ENV_RUNG, f"{', '.join(RUNGS)}; unset: {DEFAULT_RUNG} (an unknown rung warns once and is ignored)",
+     "every call (re-read whenever it changes)",
+     "the ladder rung a call runs when it names none (relu(x, rung=...) overrides it)"),
+    (ENV_CANARY, "0, false, no, off (any case): off; unset or anything else: on",
+     "every call (re-read whenever it changes)",
+     "the first-use canary: each kernel checked on each device before its first launch there; a "
+     "kernel whose canary failed stays unused on that device whatever this says later"),
+    (ENV_ENTRY, "0, false, no, off (any case): not loaded; unset or anything else: loaded where it can",
+     "at import",
+     "the compiled entry, the low-host-time path for repeated calls (same results without it, more "
+     "host time per call)"),
+    (ENV_COMPILE, "op: the kernel op; torch or unset: torch's relu (another value warns and means torch)",
+     "when torch.compile traces a graph (a traced graph keeps its choice)",
+     "what relu() becomes in a compiled graph: torch's relu, fused by Inductor, or the kernel as an "
+     "opaque op"),
+)
 
 # The variables' raw values are compared on every call: CPython's os.environ
 # keeps them in `_data`, so that costs three dict lookups.
@@ -73,8 +105,8 @@ class Settings:
 
     def __init__(self, env):
         self.env = env
-        self.disabled = os.environ.get(ENV_DISABLE, "").strip().lower() in ("1", "true", "yes", "on")
-        self.canary = os.environ.get(ENV_CANARY, "").strip().lower() not in ("0", "false", "no", "off")
+        self.disabled = os.environ.get(ENV_DISABLE, "").strip().lower() in ON
+        self.canary = os.environ.get(ENV_CANARY, "").strip().lower() not in OFF
         forced = os.environ.get(ENV_RUNG, "").strip()
         self.bad_rung = None
         try:
@@ -169,13 +201,39 @@ class DispatchState:
         with self.lock:
             return self.key_locks.setdefault(key, threading.Lock())
 
-    def warn_once(self, key, message, fallback=True, stacklevel=4):
+    def warn_once(self, key, message, fallback=True):
+        """A RuntimeWarning, once per key for the life of the state, pointing at the caller's line
+        (the first frame outside this package and torch: caller_stacklevel)."""
         with self.lock:
             if key in self.warned:
                 return
             self.warned.add(key)
         tail = "; using the torch fallback (torch.relu's own kernel and results on this device)" if fallback else ""
-        warnings.warn(f"relu_flydsl: {message}{tail}", RuntimeWarning, stacklevel)
+        warnings.warn(f"relu_flydsl: {message}{tail}", RuntimeWarning, caller_stacklevel())
+
+
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _inside(filename: str) -> bool:
+    """A frame of this package, or of torch (an autograd or torch.library call on the way)."""
+    path = os.path.abspath(filename)
+    if path.startswith(PACKAGE_DIR):
+        return True
+    torch = sys.modules.get("torch")
+    torch_file = getattr(torch, "__file__", None)
+    return torch_file is not None and path.startswith(os.path.dirname(os.path.abspath(torch_file)) + os.sep)
+
+
+def caller_stacklevel() -> int:
+    """warnings.warn's stacklevel, for a warning issued by this function's caller, that names the
+    first frame outside this package and torch: the line of the user's code that called into the
+    package (relu(), warmup(), a layer's forward ...), whatever path inside led to the warning.
+    Runs only when a warning is issued."""
+    frame, level = sys._getframe(1), 1  # level 1: the frame calling warnings.warn
+    while frame.f_back is not None and _inside(frame.f_code.co_filename):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 STATE = DispatchState()
