@@ -315,10 +315,7 @@ SCENARIOS = {f.__name__: f for f in (
 
 # Scenarios that expose a bug not fixed yet: expected to fail (strict), and left out of the
 # mutation check's soundness run until fixed.
-KNOWN_BUGS = {
-    "entry_stands_down_on_one_device": "add() of a device the entry stands down on unloads the whole entry",
-    "general_path_failed_device_calls": "_hip.get_device/set_device raise but leave their HIP error pending",
-}
+KNOWN_BUGS = {}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(reason=KNOWN_BUGS[n], raises=AssertionError,

@@ -37,9 +37,10 @@ def _spellings(*words):
     return out
 
 
-KILL_ON = _spellings("1", "true", "yes", "on")  # what _state.Settings reads as the kill switch
+ON, OFF = ("1", "true", "yes", "on"), ("0", "false", "no", "off")  # the documented spellings (README, SETTINGS)
+KILL_ON = _spellings(*ON)  # what _state.Settings reads as the kill switch, in any case, padded
 KILL_OFF = ["0", "false", "No", " OFF ", "", "2", "y", "disable", "10"]
-CANARY_VALUES = _spellings("0", "false", "no", "off") + ["1", "", "yes", "2"]
+CANARY_VALUES = _spellings(*OFF) + ["1", "", "yes", "2"]
 RUNG_VALUES = ["v1", "v2", "v3", "v4", "v5", " v2 ", "V3", "v9", ""]
 
 
@@ -123,6 +124,7 @@ def kill_switch_spellings(c):
     """RELU_FLYDSL_DISABLE in every spelling the settings accept stops the kernels (nothing
     launched, torch's kernel counted as the kill switch), in others it does not; either way
     exactly as the general path."""
+    assert (tuple(c.state_module.ON), tuple(c.state_module.OFF)) == (ON, OFF), "spellings changed: update ON, OFF"
     steps = _both_ways(c, [{DISABLE: v} for v in KILL_ON + KILL_OFF])
     for s in steps:
         value = s["env"].get(DISABLE)
