@@ -167,8 +167,9 @@ def entry_failed_restore(c):
     _served(c, 1, seed=4, hot=True)
 
 
-# key_hash (_compiled_entry.c) of a key; two keys differing only in the alignment byte whose
+# key_hash (_compiled_entry.c) replicated; two keys differing only in the alignment byte whose
 # home slots modulo SLOTS (8192) are the same: float16, 23608 elements, rung v3 as asked, device 0
+# (the entry-key-align-ignored mutant shows the C table puts them in one probe chain)
 COLLIDING = dict(n=23608, dtype=F16, rung="v3")
 ALIGNS = ((2, 2), (0, 1))  # (x, out) offsets in elements: alignment bytes 0x44 and 0x02
 SLOTS = 8192
@@ -187,8 +188,9 @@ def _align_byte(x_off, y_off, esize=2):
 
 def entry_alignments_apart(c):
     """Two alignments of one size whose keys share a home slot: the entry ready for the first
-    (out 4 bytes past 16) does not serve the second (out 2 bytes past): its first call is the
-    general path's, which plans its narrower vector; then the entry serves each with its own."""
+    (x and out 4 bytes past 16: 2-element vectors) does not serve the second (x aligned, out 2
+    bytes past): its first call is the general path's, which plans single elements; then the
+    entry serves each with its own kernel."""
     (xa, ya), (xb, yb) = ALIGNS
     rung = 3  # "v3": the entry's rung index
     homes = {key_hash(COLLIDING["n"], 0, 2 << 8 | 16, rung, _align_byte(x, y)) % SLOTS for x, y in ALIGNS}
