@@ -386,7 +386,7 @@ DISPATCH_MUTANTS = (
        _E, "new_like", "t->device.device_id, &handle", "0, &handle", "entry_serves_every_device"),
     _m("entry-stream-unchecked", "compiled entry: a device learned whatever its stream query gives",
        _E, "device", "if ((uint64_t)(uintptr_t)s != torch_stream) return PyLong_FromUnsignedLongLong((uint64_t)(uintptr_t)s);",
-       "", "entry_stream_checked_on_every_device"),
+       "", "entry_learns_each_devices_stream"),
     _m("entry-learn-stream-current-only", "learn(): the entry's stream compared with torch's on the current device only",
        "_compiled_entry.py", "learn", "stream != info.stream", "info.current and stream != info.stream",
        "entry_learns_each_devices_stream"),

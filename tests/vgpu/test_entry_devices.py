@@ -291,6 +291,18 @@ def entry_learns_each_devices_stream(c):
         c.entry.learn(info, "arch gfx950")
     devices = c.entry.status()["devices"]
     assert devices.get(0, "unknown") is None and devices.get(1) and "stream" in devices[1], devices
+    # the binary itself keeps no device whose stream is not torch's: it takes no entry there
+    module, (code, bits) = c.entry._loaded, c.entry.DL_DTYPES[F32]
+    hit = c.state.counter(("fallback", "arch gfx950")).hit
+    for device, torch_stream in ((0, STREAMS[0]), (1, 0x7041)):
+        assert module.device(device, True, hit, torch_stream) == STREAMS[device]
+    entry = (0, code, bits, N, 0, 0)
+    module.add(*entry, 0, 0x1000, 1, 128, hit, "rung v5, float32")  # (never launched: has() only)
+    assert module.has(*entry, 0)
+    with pytest.raises(ValueError, match="known device"):
+        module.add(*entry, 1, 0x1000, 1, 128, hit, "rung v5, float32")
+    assert not module.has(*entry, 1)
+    c.state.refresh()  # the made-up entry goes
 
 
 def entry_stands_down_on_one_device(c):
