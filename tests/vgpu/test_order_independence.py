@@ -26,28 +26,46 @@ POLLUTER = "tests/test_mutations.py::test_mutant_is_caught[max-size-default]"
 
 @pytest.fixture
 def decoy_first(vgpu):
-    """A module holding a kernel named like the shipped v4 float32 x4 but not its
-    code (no v_cndmask), first in the device's module table, as when another
-    test loaded its own build of that kernel before any test loaded the shipped one."""
-    shipped = S.shipped_kernel(vgpu, "v4", "float32", 4)
-    lines = [ln for ln in shipped.lines if not ln.mnemonic.startswith("v_cndmask")]
-    assert len(lines) < len(shipped.lines)
-    decoy = types.SimpleNamespace(data=b"not a shipped object",
-                                  kernels={shipped.name: dataclasses.replace(shipped, lines=lines)})
+    """decoy_first(kernel, **changes): a module holding a copy of `kernel` with
+    `changes` (dataclasses.replace), first in the device's module table, as when
+    another test loaded its own build of a kernel before any test loaded the
+    shipped one. Returns the copy."""
     assert 0 not in vgpu.modules  # module ids start at 1
-    loaded = dict(vgpu.modules)
-    vgpu.modules.clear()  # in place: what FlyDSL loads meanwhile stays registered
-    vgpu.modules[0] = decoy
-    vgpu.modules.update(loaded)
-    yield decoy
-    del vgpu.modules[0]
+
+    def put(kernel, **changes):
+        decoy = dataclasses.replace(kernel, **changes)
+        loaded = dict(vgpu.modules)
+        vgpu.modules.clear()  # in place: what FlyDSL loads meanwhile stays registered
+        vgpu.modules[0] = types.SimpleNamespace(data=b"not a shipped object", kernels={decoy.name: decoy})
+        vgpu.modules.update(loaded)
+        return decoy
+
+    yield put
+    vgpu.modules.pop(0, None)
 
 
 def test_unimplemented_instruction_runs_the_shipped_kernel_whatever_loaded_first(vgpu, decoy_first):
+    """A v4 float32 x4 of another build (here: without v_cndmask) loaded first."""
     import test_vgpu_checker
 
+    shipped = S.shipped_kernel(vgpu, "v4", "float32", 4)
+    decoy_first(shipped, lines=[ln for ln in shipped.lines if not ln.mnemonic.startswith("v_cndmask")])
     test_vgpu_checker.test_unimplemented_instruction_stops_the_run(vgpu)
     test_vgpu_checker.test_scoreboard_catches_a_missing_waitcnt(vgpu)
+
+
+@pytest.mark.parametrize("vec", [1, 16])
+def test_int8_rung_kernel_is_the_shipped_one_whatever_loaded_first(vgpu, decoy_first, vec):
+    """v3 int8 at unroll 4 (test_reliability's unshipped compile, named like the
+    shipped kernel plus _u4) loaded first: the int8 checks still take the shipped kernel."""
+    import int8_candidates as C
+    from relu_flydsl import _objects
+
+    shipped = S.shipped_kernel(vgpu, "v3", "int8", vec)
+    decoy = decoy_first(shipped, name=shipped.name + "_u4")
+    symbol = _objects.read_manifest()["kernels"][f"v3/int8/x{vec}"]["symbol"]
+    got = C.loaded(vgpu, ("rung", "v3"), vec)
+    assert got.name == symbol and got is not decoy, got.name
 
 
 def test_checker_passes_after_the_mutant_that_broke_it(repo_root, vgpu_device):
