@@ -68,12 +68,13 @@ def test_int8_rung_kernel_is_the_shipped_one_whatever_loaded_first(vgpu, decoy_f
     assert got.name == symbol and got is not decoy, got.name
 
 
-def test_checker_passes_after_the_mutant_that_broke_it(repo_root, vgpu_device):
+def test_checker_passes_after_the_mutant_that_broke_it(repo_root, vgpu_device, tmp_path):
     """The order a random run once took: the max-size-default mutant, then the
     unimplemented-instruction check, in a fresh process."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider", "-q",
-                        POLLUTER, VICTIM], cwd=repo_root, env=env, capture_output=True, text=True, timeout=300)
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider", "-q",
+           f"--basetemp={tmp_path / 'child'}", POLLUTER, VICTIM]
+    r = subprocess.run(cmd, cwd=repo_root, env=env, capture_output=True, text=True, timeout=300)
     tail = (r.stdout + r.stderr)[-3000:]
     assert r.returncode == 0, tail
     assert "2 passed" in r.stdout, tail
