@@ -284,34 +284,62 @@ def run_case(dev, relu, case, seed=None):
     return problems
 
 
+def _shipped_sha256():
+    """{sha256: (rung, dtype, vec)} of the code objects the package ships (its manifest)."""
+    from relu_flydsl import _objects
+
+    return {e["sha256"]: (e["rung"], e["dtype"], e["vec"]) for e in _objects.read_manifest()["kernels"].values()}
+
+
+def _shipped_loaded(dev, shipped):
+    """{(rung, dtype, vec): codeobj.Kernel} of the shipped objects the device holds. Only
+    those: the device keeps every module loaded in the process (a mutated copy's rebuilt
+    kernels, an unshipped compile), under the same kernel names."""
+    import hashlib
+
+    out = {}
+    for co in dev.modules.values():
+        ident = shipped.get(hashlib.sha256(co.data).hexdigest())
+        if ident is None:
+            continue
+        for k in co.kernels.values():
+            if kernel_identity(k.name) == ident:
+                out[ident] = k
+    return out
+
+
+def shipped_kernel(dev, rung, dtype, vec):
+    """The shipped code object of (rung, dtype, vec) as the virtual device received it
+    (codeobj.Kernel), loaded the way relu() loads it if it is not loaded yet (sha256
+    checked, hipModuleLoadData on device 0). Never a kernel of the same name from
+    another module: a test finding "the loaded kernel" by name finds whichever module
+    an earlier test loaded first."""
+    from relu_flydsl import _objects
+
+    shipped = _shipped_sha256()
+    k = _shipped_loaded(dev, shipped).get((rung, dtype, vec))
+    if k is None:
+        _objects.function(rung, dtype, vec, 0)
+        dev.check()
+        k = _shipped_loaded(dev, shipped).get((rung, dtype, vec))
+    assert k is not None, f"the shipped {rung}/{dtype}/x{vec} did not load"
+    return k
+
+
 def loaded_kernels(dev):
     """{(rung, dtype, vec): codeobj.Kernel} for every planner kernel, as the
     virtual device received it (its shipped code object, disassembled). A
     kernel not loaded yet is loaded the way relu() loads it (sha256 checked,
     hipModuleLoadData on device 0)."""
-    import hashlib
-
     from relu_flydsl import _objects
 
-    shipped = {e["sha256"] for e in _objects.read_manifest()["kernels"].values()}
-
-    def found():  # the shipped objects only: a mutated copy's rebuilt kernels load here too
-        out = {}
-        for co in dev.modules.values():
-            if hashlib.sha256(co.data).hexdigest() not in shipped:
-                continue
-            for k in co.kernels.values():
-                ident = kernel_identity(k.name)
-                if ident:
-                    out[ident] = k
-        return out
-
-    have = found()
+    shipped = _shipped_sha256()
+    have = _shipped_loaded(dev, shipped)
     for rung, dtype, vec in planner_kernels():
         if (rung, dtype, vec) not in have:
             _objects.function(rung, dtype, vec, 0)
             dev.check()
-    have = found()
+    have = _shipped_loaded(dev, shipped)
     missing = [k for k in planner_kernels() if k not in have]
     assert not missing, f"not loaded: {missing}"
     return have

@@ -138,32 +138,19 @@ def test_relu_raises_when_the_launch_fails(vgpu):
     assert vgpu.launches[-1].stream == 0x5EED
 
 
-def _program(rung="v4", dtype="float32", vec=4):
-    """The Program of a real compiled kernel (compiles and loads it once)."""
+def _program(dev, rung="v4", dtype="float32", vec=4):
+    """The Program of a shipped kernel, as the virtual device received it: its
+    shipped code object, never a same-named kernel another test loaded (a mutated
+    copy's rebuild, whose v4 fails its descriptor check before any v_sin is reached)."""
     from vgpu.emulator import Program
 
-    fn = _compiled(rung, dtype, vec)
-    import vgpu
-
-    dev = vgpu.device()
-    for co in dev.modules.values():
-        for k in co.kernels.values():
-            if k.name.startswith(f"relu_{rung}_") and f"_{dtype}_x{vec}_" in k.name:
-                return Program(k)
-    # not loaded yet: one tiny launch loads the module
-    x = torch.zeros(vec, dtype=getattr(torch, dtype))
-    dev.register(x, name="x")
-    y = torch.zeros_like(x)
-    dev.register(y, name="y")
-    fn(x, y, 1, 0)
-    dev.check()
-    return _program(rung, dtype, vec)
+    return Program(S.shipped_kernel(dev, rung, dtype, vec))
 
 
 def test_scoreboard_catches_a_missing_waitcnt(vgpu):
     from vgpu.emulator import Program
 
-    prog = _program()
+    prog = _program(vgpu)
     assert prog.waitcnt_errors == []
     k = prog.kernel
     lines = [ln for ln in k.lines if not (ln.mnemonic == "s_waitcnt" and "vmcnt" in ln.operands)]
@@ -177,7 +164,7 @@ def test_unimplemented_instruction_stops_the_run(vgpu):
     from vgpu.emulator import Emulator, Program
     from vgpu.disasm import Unsupported
 
-    prog = _program()
+    prog = _program(vgpu)
     k = prog.kernel
     lines = list(k.lines)
     i = next(j for j, ln in enumerate(lines) if ln.mnemonic.startswith("v_cndmask"))
