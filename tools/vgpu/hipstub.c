@@ -97,7 +97,7 @@ static uint64_t g_launches, g_calls_get_function, g_calls_load, g_calls_foreign_
 
 struct vgpu_module { int64_t id; int device; };
 struct vgpu_function { int64_t module; int device; char name[256]; };
-#define VGPU_MAX_FUNCS 4096
+#define VGPU_MAX_FUNCS 65536 /* one process runs the whole suite: about 1700 functions today, each reset reloading */
 static struct vgpu_function g_funcs[VGPU_MAX_FUNCS];
 static int g_nfuncs;
 
