@@ -129,17 +129,20 @@ def test_the_shipped_binary_is_the_manifests(monkeypatch):
 
 
 
+_NOT_FOUND = "torch's C shim, THPVariable_Wrap or has_names not found"
+
+
 @pytest.mark.parametrize("patch, reason", [
-    ({"WRAP": "_Z16no_such_wrapperv"}, "torch's C shim or THPVariable_Wrap not found"),
-    ({"SHIM": ("aoti_torch_no_such_allocator",) + _compiled_entry.SHIM[1:]},
-     "torch's C shim or THPVariable_Wrap not found"),
-    ({}, "this torch has named tensors"),
-], ids=["no-wrapper", "no-shim", "named-tensors"])
+    ({"WRAP": "_Z16no_such_wrapperv"}, _NOT_FOUND),
+    ({"SHIM": ("aoti_torch_no_such_allocator",) + _compiled_entry.SHIM[1:]}, _NOT_FOUND),
+    ({"HAS_NAMES": "_Z13no_such_namesv"}, _NOT_FOUND),
+], ids=["no-wrapper", "no-shim", "named-tensors-without-has-names"])
 def test_without_the_shim_relu_x_allocates_with_empty_like(monkeypatch, patch, reason):
     """Where torch lacks what relu(x)'s allocation through its C shim needs (or keeps named
-    tensors, whose names empty_like keeps), the entry still loads and serves; status() says how
-    relu(x) allocates and why (tests/vgpu/test_fast_fallback.py runs that allocation)."""
-    if not patch:  # a torch with named tensors (2.13 has none)
+    tensors, whose names empty_like keeps, without at::impl::has_names), the entry still loads
+    and serves; status() says how relu(x) allocates and why (tests/vgpu/test_fast_fallback.py runs
+    that allocation; tests/vgpu/test_entry_allocation.py the has_names binding)."""
+    if "HAS_NAMES" in patch:  # a torch with named tensors (2.13 has none)
         monkeypatch.setattr(torch.Tensor, "has_names", lambda self: False, raising=False)
     with _loaded_from(_objects.OBJECTS_DIR, monkeypatch, **patch) as status:
         assert status["loaded"] and status["allocation"].startswith(f"torch.empty_like: {reason}"), status

@@ -162,6 +162,7 @@ static EmptyStrided empty_strided; /* NULL: torch.empty_like(x) */
 static DeleteTensor delete_tensor;
 static DataPtr data_ptr;
 static WrapTensor wrap_tensor;
+static ImplFlag has_names;         /* at::impl::has_names (torches with named tensors), else NULL */
 static int32_t shim_cpu, shim_cuda; /* the shim's device types */
 static int alloc_dtype[ALLOC_DTYPES];  /* DLPack dtype keys ... */
 static int32_t shim_dtype[ALLOC_DTYPES]; /* ... and the shim's codes for them */
@@ -369,13 +370,15 @@ static int32_t presented_empty_strided(int64_t ndim, const int64_t *sizes, const
 }
 
 /* A new tensor as torch.empty_like(x) makes it for a contiguous x (x's sizes and strides, dtype and
- * device; ROCm devices are "cuda" to torch), its address in *data: through the shim where bound,
- * else empty_like itself (also where the shim fails, so that torch raises its own error, out of
- * memory included). */
+ * device; ROCm devices are "cuda" to torch), its address in *data: through the shim where bound and
+ * x has no names (empty_like keeps them; has_names bound only on torches with named tensors), else
+ * empty_like itself (also where the shim fails, so that torch raises its own error, out of memory
+ * included). x is an exact torch.Tensor (torch_decides). */
 static PyObject *new_like(PyObject *x, const DLTensor *t, int dt, uint64_t *data) {
     int i = 0;
     while (i < ALLOC_DTYPES && alloc_dtype[i] != dt) i++;
-    if (empty_strided != NULL && i < ALLOC_DTYPES && t->ndim <= 64) {
+    if (empty_strided != NULL && i < ALLOC_DTYPES && t->ndim <= 64 &&
+        (has_names == NULL || !has_names(impl_of(tensor_of(x))))) {
         int64_t compact[64], size_one = 1;
         const int64_t *strides = t->strides;
         if (strides == NULL) { /* compact row-major, as DLPack leaves it implicit */
@@ -582,15 +585,18 @@ static PyObject *hip(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     Py_RETURN_NONE;
 }
 
-/* allocator(empty_strided, data_ptr, delete_tensor, wrap, shim_cpu, shim_cuda, dtypes): the shim's
- * and the wrapper's addresses (empty_strided None: torch.empty_like) and its codes; dtypes holds
- * (DLPack code, bits, shim dtype) triples. */
+/* allocator(empty_strided, data_ptr, delete_tensor, wrap, shim_cpu, shim_cuda, dtypes, has_names): the
+ * shim's and the wrapper's addresses (empty_strided None: torch.empty_like) and its codes; dtypes holds
+ * (DLPack code, bits, shim dtype) triples; has_names: at::impl::has_names' address where torch has
+ * named tensors (a named x then allocates with empty_like), else None. */
 static PyObject *allocator(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 7 || !PyTuple_Check(args[6]) || PyTuple_Size(args[6]) > ALLOC_DTYPES) {
-        PyErr_SetString(PyExc_TypeError, "allocator(empty_strided, data_ptr, delete_tensor, wrap, cpu, cuda, dtypes)");
+    if (nargs != 8 || !PyTuple_Check(args[6]) || PyTuple_Size(args[6]) > ALLOC_DTYPES) {
+        PyErr_SetString(PyExc_TypeError,
+                        "allocator(empty_strided, data_ptr, delete_tensor, wrap, cpu, cuda, dtypes, has_names)");
         return NULL;
     }
+    void *names = address_arg(args[7]);
     void *p[4];
     for (int i = 0; i < 4; i++) p[i] = address_arg(args[i]);
     long cpu = PyLong_AsLong(args[4]), cuda = PyLong_AsLong(args[5]);
@@ -615,6 +621,7 @@ static PyObject *allocator(PyObject *self, PyObject *const *args, Py_ssize_t nar
         return NULL;
     }
     empty_strided = (EmptyStrided)p[0];
+    has_names = (ImplFlag)names;
     data_ptr = (DataPtr)p[1];
     delete_tensor = (DeleteTensor)p[2];
     wrap_tensor = (WrapTensor)p[3];
@@ -661,6 +668,18 @@ static PyObject *decides(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     const char *why = torch_decides(args[0], args[1]);
     if (why == NULL) Py_RETURN_NONE;
     return PyUnicode_FromString(why);
+}
+
+/* named(x): has_names' answer for an exact torch.Tensor x (None where not bound): the check before the
+ * shim is used on a torch with named tensors. */
+static PyObject *named(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 1 || tensor_type == NULL || (PyObject *)Py_TYPE(args[0]) != tensor_type) {
+        PyErr_SetString(PyExc_TypeError, "named(x): x an exact torch.Tensor, queries() bound");
+        return NULL;
+    }
+    if (has_names == NULL) Py_RETURN_NONE;
+    return PyBool_FromLong(has_names(impl_of(tensor_of(args[0]))));
 }
 
 /* clear(env, disabled, entries_max): the settings the general path read (env: the three raw
@@ -814,6 +833,7 @@ static PyMethodDef methods[] = {
     {"allocator", (PyCFunction)(void (*)(void))allocator, METH_FASTCALL, "bind torch's C shim for relu(x)'s output"},
     {"queries", (PyCFunction)(void (*)(void))queries, METH_FASTCALL, "bind libtorch's answers for torch_decides"},
     {"decides", (PyCFunction)(void (*)(void))decides, METH_FASTCALL, "decides(x, out) -> why the general path, or None"},
+    {"named", (PyCFunction)(void (*)(void))named, METH_FASTCALL, "named(x) -> has_names' answer, or None"},
     {"clear", (PyCFunction)(void (*)(void))clear, METH_FASTCALL, "clear(env, disabled, max): drop every entry"},
     {"device", (PyCFunction)(void (*)(void))device, METH_FASTCALL,
      "device(index, gfx950, arch_hit, torch_stream) -> stream"},

@@ -24,6 +24,7 @@ import importlib.util
 import os
 import platform
 import sys
+import warnings
 
 import torch
 
@@ -44,6 +45,9 @@ DL_DTYPES = {torch.float32: (2, 32), torch.float16: (2, 16), torch.bfloat16: (4,
 # libtorch's stable C shim allocates, libtorch_python's THPVariable_Wrap returns the tensor.
 SHIM = ("aoti_torch_empty_strided", "aoti_torch_get_data_ptr", "aoti_torch_delete_tensor_object")
 WRAP = "_Z16THPVariable_WrapRKN2at10TensorBaseE"  # THPVariable_Wrap(const at::TensorBase &)
+# torch 2.10-2.12 still have named tensors, whose names empty_like keeps and the shim would not: there
+# the entry asks at::impl::has_names(const c10::TensorImpl *) and allocates a named x with empty_like.
+HAS_NAMES = "_ZN2at4impl9has_namesEPKN3c1010TensorImplE"
 # What relu() must leave to the general path, asked of libtorch by the entry (_compiled_entry.c,
 # torch_decides), in the order queries() takes them.
 QUERIES = (
@@ -223,12 +227,22 @@ def _bind_queries(module):
     _check_answers(module)
 
 
-def _torch_shim():
-    """The allocator's arguments (_compiled_entry.c, allocator()) from the loaded torch, or why not."""
-    if hasattr(torch.Tensor, "has_names"):  # empty_like keeps a named x's names; the shim would not
-        return None, "this torch has named tensors"
+def _named_probe():
+    """A named tensor (torch warns that named tensors are experimental)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return torch.zeros(2, names=("n",))
+
+
+def _torch_shim(module=None):
+    """The allocator's arguments (_compiled_entry.c, allocator()) from the loaded torch, or why not.
+    Where torch has named tensors, at::impl::has_names too, checked through `module` (named())
+    against torch's own answer before the shim is used."""
     try:
         lib = _libtorch()
+        names = None
+        if hasattr(torch.Tensor, "has_names"):  # empty_like keeps a named x's names; the shim would not
+            names = _hip.address(getattr(lib, HAS_NAMES))
 
         def code(name):  # the shim's int32_t aoti_torch_<name>() constants
             f = getattr(lib, f"aoti_torch_{name}")
@@ -239,15 +253,30 @@ def _torch_shim():
         devices = (code("device_type_cpu"), code("device_type_cuda"))
         dtypes = tuple((dl_code, bits, code(f"dtype_{str(dtype)[6:]}")) for dtype, (dl_code, bits) in DL_DTYPES.items())
     except (OSError, AttributeError) as e:
-        return None, f"torch's C shim or THPVariable_Wrap not found ({e})"
-    return shim + devices + (dtypes,), None
+        return None, f"torch's C shim, THPVariable_Wrap or has_names not found ({e})"
+    return shim + devices + (dtypes, names), None
+
+
+NO_SHIM = (None, None, None, None, 0, 0, (), None)
 
 
 def _allocate_with(module, shim_or_why):
+    """Bind the allocation; a has_names that does not answer as torch does (a named and a plain
+    probe) leaves relu(x) on empty_like, with the reason."""
     global allocation
     shim, why_not = shim_or_why
-    module.allocator(*(shim or (None, None, None, None, 0, 0, ())))
-    allocation = "torch's C shim" if shim is not None else f"torch.empty_like: {why_not}"
+    if shim is not None and shim[-1] is not None:
+        module.allocator(*NO_SHIM[:-1], shim[-1])  # has_names alone, to ask it
+        try:
+            plain, named = torch.zeros(2), _named_probe()
+            answers, want = (module.named(plain), module.named(named)), (plain.has_names(), named.has_names())
+        except Exception as e:  # noqa: BLE001 - whatever it is, relu(x) keeps empty_like
+            answers, want = f"{type(e).__name__}: {e}", (False, True)
+        if answers != want or want != (False, True):
+            shim, why_not = None, f"libtorch's has_names answered {answers} where torch says {want}"
+    module.allocator(*(shim or NO_SHIM))
+    allocation = ("torch's C shim" + (" (a named x: torch.empty_like)" if shim[-1] is not None else "")
+                  if shim is not None else f"torch.empty_like: {why_not}")
 
 
 def use_shim(on: bool) -> str:
