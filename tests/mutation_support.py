@@ -378,6 +378,12 @@ DISPATCH_MUTANTS = (
        _E, "hip_failed", "get_last_error();", "", "entry_failed_set_device"),
     _m("entry-key-align-ignored", "compiled entry: keys equal whatever their alignment byte",
        _E, "key_equal", "&& a->align == b->align", "", "entry_alignments_apart"),
+    _m("entry-named-x-to-shim", "compiled entry: a named x's output allocated through the shim (its names lost)",
+       _E, "new_like", "(has_names == NULL || !has_names(impl_of(tensor_of(x))))", "1",
+       "entry_named_x_allocates_with_empty_like"),
+    _m("entry-has-names-unchecked", "compiled entry: libtorch's has_names bound without checking its answers",
+       "_compiled_entry.py", "_allocate_with", "answers != want or want != (False, True)", "False",
+       "entry_has_names_checked_before_use"),
     _m("entry-output-leaked", "compiled entry: new_like never deletes the shim's handle (every output leaks)",
        _E, "new_like", "delete_tensor(handle);", "", "entry_output_freed"),
     _m("entry-device-of-zero", "compiled entry: device_of reads a ROCm tensor's device as 0",
@@ -580,14 +586,16 @@ def run_mutant(dev, pkg, mutant: Mutant) -> Result:
 
 def scenarios() -> dict:
     """name -> scenario: tests/vgpu/test_hot_path.py's, test_fast_fallback.py's,
-    test_objects_and_runtime.py's, test_entry_devices.py's and test_entry_switches.py's."""
+    test_objects_and_runtime.py's, test_entry_devices.py's, test_entry_switches.py's and
+    test_entry_allocation.py's."""
+    import test_entry_allocation as EA
     import test_entry_devices as ED
     import test_entry_switches as ES
     import test_fast_fallback as F
     import test_hot_path as H
     import test_objects_and_runtime as O
 
-    tables = (H.SCENARIOS, F.SCENARIOS, O.SCENARIOS, ED.SCENARIOS, ES.SCENARIOS)
+    tables = (H.SCENARIOS, F.SCENARIOS, O.SCENARIOS, ED.SCENARIOS, ES.SCENARIOS, EA.SCENARIOS)
     names = [name for table in tables for name in table]
     assert len(set(names)) == len(names), "scenario names must be unique"
     return {name: f for table in tables for name, f in table.items()}
