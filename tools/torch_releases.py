@@ -230,8 +230,8 @@ def child_env():
     return env
 
 
-def run_probe(python, timeout=1800) -> dict:
-    proc = subprocess.run([python, "-c", PROBE, str(VARIANT), "vgpu", json.dumps(CANDIDATES), json.dumps(LIBRARIES)],
+def run_probe(python, variant=VARIANT, timeout=1800) -> dict:
+    proc = subprocess.run([python, "-c", PROBE, str(variant), "vgpu", json.dumps(CANDIDATES), json.dumps(LIBRARIES)],
                           capture_output=True, text=True, cwd=ROOT, env=child_env(), timeout=timeout)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("PROBE ")]
     if proc.returncode or not lines:
@@ -239,13 +239,13 @@ def run_probe(python, timeout=1800) -> dict:
     return json.loads(lines[-1][len("PROBE "):])
 
 
-def run_bench(python, mode="as shipped", rounds=None, calls=None, timeout=1800) -> dict:
+def run_bench(python, variant=VARIANT, mode="as shipped", rounds=None, calls=None, timeout=1800) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "host.json"
         args = ["--dtype", DTYPE, "--json", str(path)]
         args += ["--rounds", str(rounds)] if rounds else []
         args += ["--calls", str(calls)] if calls else []
-        proc = subprocess.run([python, "-c", BENCH, str(VARIANT), "noop", mode, *args], capture_output=True,
+        proc = subprocess.run([python, "-c", BENCH, str(variant), "noop", mode, *args], capture_output=True,
                               text=True, cwd=ROOT, env=child_env(), timeout=timeout)
         if proc.returncode or not path.exists():
             raise RuntimeError(f"host_overhead failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n"
@@ -275,10 +275,10 @@ def du(path: Path) -> str:
     return proc.stdout.split()[0] if proc.returncode == 0 and proc.stdout else "?"
 
 
-def check_release(python, rounds=None, calls=None) -> dict:
+def check_release(python, variant=VARIANT, rounds=None, calls=None) -> dict:
     """Probe and host time in an environment that has torch (and numpy)."""
     t0 = time.monotonic()
-    probe = run_probe(python)
+    probe = run_probe(python, variant)
     status = probe["status"]
     cases = probe["cases"]
     result = {
@@ -297,11 +297,11 @@ def check_release(python, rounds=None, calls=None) -> dict:
         f"bit-exact {result['bit_exact']} over {len(cases)} cases; entry served {result['entry_served']} "
         f"({time.monotonic() - t0:.0f} s)")
     t0 = time.monotonic()
-    host = run_bench(python, "as shipped", rounds, calls)
+    host = run_bench(python, variant, "as shipped", rounds, calls)
     result["host"] = {"path": "compiled entry" if status["loaded"] else "Python path (no compiled entry)",
                       **{k: round(host["paired"][k], 3) for k in PAIRS}, "median_us": host["median_us"]}
     if status["loaded"] and result["named_tensors"]:
-        shim = run_bench(python, "shim", rounds, calls)
+        shim = run_bench(python, variant, "shim", rounds, calls)
         result["host"][SHIM_PAIR] = round(shim["paired"][PAIRS[1]], 3)
     say(f"  host time: " + ", ".join(f"{k} {v:.2f}" for k, v in result["host"].items() if isinstance(v, float))
         + f" ({time.monotonic() - t0:.0f} s)")
@@ -317,9 +317,13 @@ def record_path(root: Path = ROOT) -> Path:
     return root / "releases" / "torch" / f"v{package_version(root)}.json"
 
 
-def variant_id() -> str:
-    meta = json.loads((VARIANT / "metadata.json").read_text())
-    return meta.get("id") or meta.get("digest") or ""
+def variant_id(variant=VARIANT) -> str:
+    return json.loads((variant / "metadata.json").read_text())["id"]
+
+
+def entry_sha256(variant=VARIANT) -> str:
+    """The compiled entry binary checked (the variant's manifest)."""
+    return json.loads((variant / "code_objects" / "manifest.json").read_text())["entry"]["sha256"]
 
 
 def merge(old: dict, results: list) -> list:
@@ -343,9 +347,9 @@ def table(record: dict) -> str:
     return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)
 
 
-def make_record(old, results, found, command, merged=True) -> dict:
+def make_record(old, results, found, command, merged=True, variant=VARIANT) -> dict:
     return {
-        "package": "relu-flydsl", "version": package_version(), "variant": variant_id(),
+        "package": "relu-flydsl", "version": package_version(), "variant": variant_id(variant), "entry_sha256": entry_sha256(variant),
         "checked": datetime.date.today().isoformat(),
         "machine": f"{platform.system()} {platform.machine()}, CPython {platform.python_version()}, no GPU",
         "command": command,
@@ -365,13 +369,15 @@ def main(argv=None):
     parser.add_argument("--python", default=sys.executable, help="the interpreter the environments are made from")
     parser.add_argument("--work", help="where the environments are made (default: the temporary folder)")
     parser.add_argument("--out", help=f"the record (default releases/torch/v{package_version()}.json)")
+    parser.add_argument("--variant", default=str(VARIANT), help="the built variant (default %(default)s)")
     parser.add_argument("--no-record", action="store_true", help="print the table only")
     parser.add_argument("--rounds", type=int, help="host_overhead.py --rounds")
     parser.add_argument("--calls", type=int, help="host_overhead.py --calls")
     args = parser.parse_args(argv)
 
-    if not (VARIANT / "code_objects" / "manifest.json").exists():
-        sys.exit(f"torch_releases: no built variant in {VARIANT.relative_to(ROOT)}; build it: {BUILD_HINT}")
+    variant = Path(args.variant).resolve()
+    if not (variant / "code_objects" / "manifest.json").exists():
+        sys.exit(f"torch_releases: no built variant in {variant}; build it: {BUILD_HINT}")
     from tools import noop_hip
 
     noop_hip.build()  # once here, not in each environment
@@ -402,7 +408,7 @@ def main(argv=None):
                 where = Path(tempfile.mkdtemp(prefix=f"torch-{version}-", dir=args.work))
                 say(f"  pip install torch=={version} numpy into {where} (CUDA wheels with nvidia-*: 3-5 GB)")
                 python = make_env(args.python, where, version)
-            result = check_release(python, args.rounds, args.calls)
+            result = check_release(python, variant, args.rounds, args.calls)
             result["release"] = version or result["torch"].split("+")[0]
         except (RuntimeError, subprocess.SubprocessError, OSError) as e:
             say(f"  failed: {e}")
@@ -412,7 +418,7 @@ def main(argv=None):
                 shutil.rmtree(where, ignore_errors=True)
                 say(f"  deleted {where}")
         results.append(result)
-        record = make_record(old, results, found, command, merged=not args.env)
+        record = make_record(old, results, found, command, merged=not args.env, variant=variant)
         if keep:  # after each release: a long run stopped halfway keeps what it checked
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(json.dumps(record, indent=2) + "\n")
