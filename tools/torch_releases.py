@@ -62,6 +62,7 @@ SHIM_PAIR = "relu(x) / torch.relu(x), C shim"
 CANDIDATES = (
     "_ZN2at4impl9has_namesEPKN3c1010TensorImplE",  # at::impl::has_names(const c10::TensorImpl *)
     "_ZN2at9NamesMode10is_enabledEv",              # at::NamesMode::is_enabled()
+    "_ZN2at14namedinference15propagate_namesEPN3c1010TensorImplES3_",  # propagate_names(TensorImpl *, TensorImpl *)
     "torch_tensor_from_pyobject",
     "torch_tensor_to_pyobject",
     "torch_is_tensor_pyobject",
