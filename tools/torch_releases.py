@@ -8,7 +8,7 @@ Build the variant first (.venv/bin/python tools/build_variant.py). The releases 
 patch of each torch minor from 2.10 on, as `pip index versions torch` lists them (final public
 releases, no local builds), and the newest 2.9, where the compiled entry does not load (no
 DLPack C exchange API). For each, one at a time: a virtual environment of this interpreter,
-`pip install torch==V numpy` (PyPI's Linux wheels are CUDA builds with their nvidia-* wheels,
+`pip install torch===V numpy` (PyPI's Linux wheels are CUDA builds with their nvidia-* wheels,
 3-5 GB each; no pip cache), then in it, with the built variant loaded by path as relu_flydsl
 (as kernels imports a variant; kernels itself is not installed there):
 
@@ -199,8 +199,41 @@ for dtype in reference.SERVED:
             cases.append({"case": name, "bit_exact": False, "error": f"call {len(served) + 1}, {form}: "
                           f"{type(e).__name__}: {e}"[:500], "stats": relu_flydsl.dispatch_stats()})
         del kept
-restore()
 out["cases"] = cases
+
+# Where relu(x) allocates with empty_like (named tensors): its output through the C shim instead
+# (names not looked at), to show the shim serves right there too.
+shim = None
+if out["status"]["loaded"] and out["named_tensors"]:
+    import builtins
+    _compiled_entry.hasattr = lambda o, n: n != "has_names" and builtins.hasattr(o, n)
+    shim = {"allocation": _compiled_entry.use_shim(True), "cases": []}
+    for dtype in reference.SERVED:
+        for n in (777, 4099):
+            dev.reset()
+            dev.straddle, dev.stream = "dword", 0
+            name, kept = f"{str(dtype)[6:]} x {n}", []
+            try:
+                xbits = S.make_bits("mixed", n, dtype, seed=n + 1)
+                x, xbuf = S.guarded_input(dev, xbits, dtype)
+                served = []
+                for _ in range(2):
+                    before = len(entered)
+                    dev.fresh_output(n * x.element_size())
+                    y = relu_flydsl.relu(x)
+                    kept.append(y)
+                    assert y.dtype == dtype and y.shape == x.shape and y.is_contiguous(), (y.dtype, y.shape)
+                    S.assert_bits(y, S.relu_bits(xbits, dtype))
+                    served.append(len(entered) == before)
+                    dev.check()
+                shim["cases"].append({"case": name, "bit_exact": True, "entry_served": served})
+            except Exception as e:
+                shim["cases"].append({"case": name, "bit_exact": False, "error": f"{type(e).__name__}: {e}"[:500]})
+            del kept
+    del _compiled_entry.hasattr
+    _compiled_entry.use_shim(True)  # as loaded again: empty_like
+out["shim"] = shim
+restore()
 out["stats"] = relu_flydsl.dispatch_stats()
 out["canary_launches"] = len(dev.canary_launches)
 out["status_after"] = _compiled_entry.status()
@@ -261,12 +294,13 @@ def make_env(base_python, where: Path, version: str) -> str:
     subprocess.run([base_python, "-m", "venv", str(where)], check=True, timeout=600)
     python = str(where / "bin" / "python")
     t0 = time.monotonic()
-    # numpy: the virtual device and the bit rule; torch alone does not need it
+    # numpy: the virtual device and the bit rule; torch alone does not need it. ===: this version exactly,
+    # not a local build such as 2.13.0+cpu from a find-links folder, which torch==2.13.0 would prefer
     proc = subprocess.run([python, "-m", "pip", "install", "-q", "--no-cache-dir", "--no-compile",
-                           f"torch=={version}", "numpy"], capture_output=True, text=True,
+                           f"torch==={version}", "numpy"], capture_output=True, text=True,
                           env={**os.environ, **PIP_ENV}, timeout=3600)
     if proc.returncode:
-        raise RuntimeError(f"pip install torch=={version} failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+        raise RuntimeError(f"pip install torch==={version} failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
     say(f"  installed torch {version} in {time.monotonic() - t0:.0f} s ({du(where)})")
     return python
 
@@ -294,6 +328,12 @@ def check_release(python, variant=VARIANT, rounds=None, calls=None) -> dict:
         "canary_launches": probe["canary_launches"], "stats": probe["stats"],
         "loaded_after": probe["status_after"]["loaded"], "exports": probe["exports"],
     }
+    if probe["shim"] is not None:  # relu(x) through the C shim where torch has named tensors: measurement only
+        shim_cases = probe["shim"]["cases"]
+        result["shim_probe"] = {"allocation": probe["shim"]["allocation"],
+                                "bit_exact": bool(shim_cases) and all(c["bit_exact"] for c in shim_cases),
+                                "entry_served": all(c.get("entry_served", [False])[-1] for c in shim_cases),
+                                "failures": [c for c in shim_cases if not c["bit_exact"]]}
     say(f"  probe: loaded {result['loaded']} ({result['reason'] or result['allocation']}); "
         f"bit-exact {result['bit_exact']} over {len(cases)} cases; entry served {result['entry_served']} "
         f"({time.monotonic() - t0:.0f} s)")
@@ -398,8 +438,7 @@ def main(argv=None):
     out = Path(args.out) if args.out else record_path()
     keep = not args.no_record and not args.env
     old = json.loads(out.read_text()) if keep and out.exists() else None
-    command = ".venv/bin/python tools/torch_releases.py" + "".join(" " + a for a in (sys.argv[1:] if argv is None
-                                                                                      else argv))
+    command = ".venv/bin/python tools/torch_releases.py"  # the whole record's; --releases reruns some of it
     results = []
     for i, (version, python) in enumerate(jobs, 1):
         say(f"[{i}/{len(jobs)}] torch {version or python}")
@@ -407,7 +446,7 @@ def main(argv=None):
         try:
             if python is None:
                 where = Path(tempfile.mkdtemp(prefix=f"torch-{version}-", dir=args.work))
-                say(f"  pip install torch=={version} numpy into {where} (CUDA wheels with nvidia-*: 3-5 GB)")
+                say(f"  pip install torch==={version} numpy into {where} (CUDA wheels with nvidia-*: 3-5 GB)")
                 python = make_env(args.python, where, version)
             result = check_release(python, variant, args.rounds, args.calls)
             result["release"] = version or result["torch"].split("+")[0]
