@@ -111,8 +111,12 @@ def test_each_release_loads_or_says_why_is_bit_exact_and_has_its_ratios(committe
             assert r["loaded"] is True and r["loaded_after"] is True, f"{where}: {r['reason']}"
             assert r["entry_served"] is True, where
             assert r["allocation"], where
-            # where relu(x) allocates with empty_like (named tensors), the C shim's figure is there too
-            assert (tr.SHIM_PAIR in host) == r["allocation"].startswith("torch.empty_like"), where
+            # where relu(x) allocates with empty_like (named tensors), the C shim was tried there too
+            named = r["allocation"].startswith("torch.empty_like")
+            assert (tr.SHIM_PAIR in host) == named == ("shim_probe" in r), where
+            if named:
+                shim = r["shim_probe"]
+                assert shim["allocation"] == "torch's C shim" and shim["bit_exact"] and shim["entry_served"], where
         else:
             assert r["loaded"] is False and r["reason"], where
             assert host["path"].startswith("Python path"), where
