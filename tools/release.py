@@ -22,7 +22,7 @@ N is build.toml's [general] version (the single source). Steps:
      build/torch-rocm/ and benchmarks/; then HfApi.upload_file puts the card as
      README.md on main (the Hub page shows main; kernel-builder's `upload` does
      the same). With hf_xet installed, upload_folder may split a large folder into
-     several commits; this one is about 25 small files.
+     several commits; this one is about a hundred small files.
 
 --dry-run prints the operations those calls make, computed with huggingface_hub's
 own pattern filter (`filter_repo_objects`) and the same patterns; the files that
@@ -62,8 +62,9 @@ class ReleaseError(RuntimeError):
 
 
 # Symbols an earlier release promised for a version: that version must export them.
-# verify_digest (version 1's verify_variant renamed) joins __all__ with version 2.
-PROMISED_ADDITIONS = {2: ("verify_digest",)}
+# verify_digest (version 1's verify_variant renamed) joins __all__ with version 2; version 4 adds the
+# health check (status, explain) and makes the digest check's error public.
+PROMISED_ADDITIONS = {2: ("verify_digest",), 4: ("VariantVerificationError", "explain", "status")}
 # What the versioning rules compare: manifest key -> what it is called in messages.
 SURFACES = (("all", "public symbols"), ("dtypes", "dtypes"), ("rungs", "rungs"))
 
