@@ -22,10 +22,9 @@ DLPack C exchange API). For each, one at a time: a virtual environment of this i
   - host time: benchmarks/host_overhead.py --dtype bfloat16 on the no-op HIP library
     (tools/noop_hip), relu(x, out=y) against torch.clamp_min(x, 0, out=y) and relu(x) against
     torch.relu(x). Where the entry does not load, the same rows run on the Python path (the
-    benchmark is told the entry is absent on purpose). Where relu(x) allocates with
-    torch.empty_like because torch has named tensors, relu(x) is timed again with torch's C shim
-    allocating (names not looked at: none of the benchmark's tensors has names), the figure a
-    names check in the entry would give.
+    benchmark is told the entry is absent on purpose). Where torch has named tensors (2.10-2.12),
+    the probe also runs a named x twice: its output keeps the names (the entry allocates it with
+    torch.empty_like, any other through torch's C shim), bit-exact, the second call the entry's.
 
 The environment is deleted after each release. The record goes to releases/torch/v<N>.json (N:
 build.toml's version); a table is printed at the end. pip runs with PIP_CONFIG_FILE=/dev/null:
@@ -54,7 +53,7 @@ NOT_LOADING = (2, 9)  # checked too: the release where the entry must say why it
 PIP_ENV = {"PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
 DTYPE = "bfloat16"
 PAIRS = ("relu(x, out=y) / torch.clamp_min(x, 0, out=y)", "relu(x) / torch.relu(x)")
-SHIM_PAIR = "relu(x) / torch.relu(x), C shim"
+SHIM_PAIR = "relu(x) / torch.relu(x), C shim"  # records of version 3 (empty_like on 2.10-2.12) have it
 # Exported symbols that would let the entry allocate relu(x)'s output through the C shim where
 # torch has named tensors (a "does x have names" question callable from C), and the stable-ABI
 # conversions of newer torches; looked up besides the entry's own (_compiled_entry's QUERIES,
@@ -201,13 +200,10 @@ for dtype in reference.SERVED:
         del kept
 out["cases"] = cases
 
-# Where relu(x) allocates with empty_like (named tensors): its output through the C shim instead
-# (names not looked at), to show the shim serves right there too.
-shim = None
+# Where torch has named tensors: a named x through the entry keeps its names (empty_like allocates it).
+named = None
 if out["status"]["loaded"] and out["named_tensors"]:
-    import builtins
-    _compiled_entry.hasattr = lambda o, n: n != "has_names" and builtins.hasattr(o, n)
-    shim = {"allocation": _compiled_entry.use_shim(True), "cases": []}
+    named = {"allocation": _compiled_entry.status()["allocation"], "cases": []}
     for dtype in reference.SERVED:
         for n in (777, 4099):
             dev.reset()
@@ -216,23 +212,25 @@ if out["status"]["loaded"] and out["named_tensors"]:
             try:
                 xbits = S.make_bits("mixed", n, dtype, seed=n + 1)
                 x, xbuf = S.guarded_input(dev, xbits, dtype)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # named tensors are experimental
+                    xn = x.refine_names("n")
                 served = []
                 for _ in range(2):
                     before = len(entered)
                     dev.fresh_output(n * x.element_size())
-                    y = relu_flydsl.relu(x)
+                    y = relu_flydsl.relu(xn)
                     kept.append(y)
+                    assert y.names == ("n",), f"names {y.names}"
                     assert y.dtype == dtype and y.shape == x.shape and y.is_contiguous(), (y.dtype, y.shape)
-                    S.assert_bits(y, S.relu_bits(xbits, dtype))
+                    S.assert_bits(y.rename(None), S.relu_bits(xbits, dtype))
                     served.append(len(entered) == before)
                     dev.check()
-                shim["cases"].append({"case": name, "bit_exact": True, "entry_served": served})
+                named["cases"].append({"case": name, "bit_exact": True, "entry_served": served})
             except Exception as e:
-                shim["cases"].append({"case": name, "bit_exact": False, "error": f"{type(e).__name__}: {e}"[:500]})
+                named["cases"].append({"case": name, "bit_exact": False, "error": f"{type(e).__name__}: {e}"[:500]})
             del kept
-    del _compiled_entry.hasattr
-    _compiled_entry.use_shim(True)  # as loaded again: empty_like
-out["shim"] = shim
+out["named"] = named
 restore()
 out["stats"] = relu_flydsl.dispatch_stats()
 out["canary_launches"] = len(dev.canary_launches)
@@ -240,19 +238,12 @@ out["status_after"] = _compiled_entry.status()
 print("PROBE " + json.dumps(out))
 '''
 
-# Runs benchmarks/host_overhead.py's main() with argv[3:], after: where the entry did not load,
-# not_loaded() answering None (the rows then time the Python path); argv "shim": the entry's
-# allocation through torch's C shim even where torch has named tensors.
+# Runs benchmarks/host_overhead.py's main() with argv[4:], after: where the entry did not load,
+# not_loaded() answering None (the rows then time the Python path).
 BENCH = PRELUDE + r'''
-mode, rest = sys.argv[3], sys.argv[4:]
+rest = sys.argv[4:]
 if _compiled_entry.status()["loaded"] is False:
     _compiled_entry.not_loaded = lambda: None
-if mode == "shim":
-    import builtins
-    _compiled_entry.hasattr = lambda o, n: n != "has_names" and builtins.hasattr(o, n)
-    how = _compiled_entry.use_shim(True)
-    if how != "torch's C shim":
-        sys.exit(f"the C shim is not available: {how}")
 from benchmarks import host_overhead
 sys.exit(host_overhead.main(rest))
 '''
@@ -328,12 +319,12 @@ def check_release(python, variant=VARIANT, rounds=None, calls=None) -> dict:
         "canary_launches": probe["canary_launches"], "stats": probe["stats"],
         "loaded_after": probe["status_after"]["loaded"], "exports": probe["exports"],
     }
-    if probe["shim"] is not None:  # relu(x) through the C shim where torch has named tensors: measurement only
-        shim_cases = probe["shim"]["cases"]
-        result["shim_probe"] = {"allocation": probe["shim"]["allocation"],
-                                "bit_exact": bool(shim_cases) and all(c["bit_exact"] for c in shim_cases),
-                                "entry_served": all(c.get("entry_served", [False])[-1] for c in shim_cases),
-                                "failures": [c for c in shim_cases if not c["bit_exact"]]}
+    if probe["named"] is not None:  # where torch has named tensors: a named x keeps its names
+        named_cases = probe["named"]["cases"]
+        result["named_probe"] = {"allocation": probe["named"]["allocation"],
+                                 "bit_exact": bool(named_cases) and all(c["bit_exact"] for c in named_cases),
+                                 "entry_served": all(c.get("entry_served", [False])[-1] for c in named_cases),
+                                 "failures": [c for c in named_cases if not c["bit_exact"]]}
     say(f"  probe: loaded {result['loaded']} ({result['reason'] or result['allocation']}); "
         f"bit-exact {result['bit_exact']} over {len(cases)} cases; entry served {result['entry_served']} "
         f"({time.monotonic() - t0:.0f} s)")
@@ -341,9 +332,6 @@ def check_release(python, variant=VARIANT, rounds=None, calls=None) -> dict:
     host = run_bench(python, variant, "as shipped", rounds, calls)
     result["host"] = {"path": "compiled entry" if status["loaded"] else "Python path (no compiled entry)",
                       **{k: round(host["paired"][k], 3) for k in PAIRS}, "median_us": host["median_us"]}
-    if status["loaded"] and result["named_tensors"]:
-        shim = run_bench(python, variant, "shim", rounds, calls)
-        result["host"][SHIM_PAIR] = round(shim["paired"][PAIRS[1]], 3)
     say(f"  host time: " + ", ".join(f"{k} {v:.2f}" for k, v in result["host"].items() if isinstance(v, float))
         + f" ({time.monotonic() - t0:.0f} s)")
     return result

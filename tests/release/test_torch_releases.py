@@ -89,6 +89,8 @@ def committed():
 
 def test_the_committed_record_names_every_release_it_found(committed):
     assert committed["version"] == tr.package_version()
+    manifest = json.loads((tr.ROOT / "torch-ext" / "relu_flydsl" / "code_objects" / "manifest.json").read_text())
+    assert committed["entry_sha256"] == manifest["entry"]["sha256"], "the record is of another compiled entry: run it again"
     found = committed["index_versions"]
     assert found, "the record does not say which releases the index listed"
     wanted = tr.select(found)
@@ -111,12 +113,13 @@ def test_each_release_loads_or_says_why_is_bit_exact_and_has_its_ratios(committe
             assert r["loaded"] is True and r["loaded_after"] is True, f"{where}: {r['reason']}"
             assert r["entry_served"] is True, where
             assert r["allocation"], where
-            # where relu(x) allocates with empty_like (named tensors), the C shim was tried there too
-            named = r["allocation"].startswith("torch.empty_like")
-            assert (tr.SHIM_PAIR in host) == named == ("shim_probe" in r), where
-            if named:
-                shim = r["shim_probe"]
-                assert shim["allocation"] == "torch's C shim" and shim["bit_exact"] and shim["entry_served"], where
+            # relu(x) through torch's C shim; where torch has named tensors, a named x kept its names
+            assert r["allocation"].startswith("torch's C shim"), (where, r["allocation"])
+            assert r["named_tensors"] == ("named_probe" in r), where
+            if r["named_tensors"]:
+                named = r["named_probe"]
+                assert named["bit_exact"] and named["entry_served"] and not named["failures"], (where, named)
+            assert host[tr.PAIRS[1]] <= 1.0, f"{where}: relu(x) costs {host[tr.PAIRS[1]]}x torch.relu"
         else:
             assert r["loaded"] is False and r["reason"], where
             assert host["path"].startswith("Python path"), where
