@@ -213,6 +213,9 @@ def pytest_sessionfinish(session):
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] in (["-h"], ["--help"]):
+        print(__doc__)
+        return 0
     try:
         libs = runtimes()
     except Unavailable as e:

@@ -273,13 +273,14 @@ def settings_table():
 def read_variables():
     """{variable: the file that reads it} for every RELU_FLYDSL_* variable the package reads
     (os.environ.get of a constant naming it)."""
-    found = {}
-    for path in sorted(PACKAGE.glob("*.py")):
-        text = path.read_text()
-        names = dict(re.findall(r'^(ENV_\w+)\s*=\s*"(RELU_FLYDSL_\w+)"', text, re.M))
+    found, texts = {}, {path.name: path.read_text() for path in sorted(PACKAGE.glob("*.py"))}
+    names = {}  # a constant may be defined in one module (_state.py) and read in another
+    for text in texts.values():
+        names.update(re.findall(r'^(ENV_\w+)\s*=\s*"(RELU_FLYDSL_\w+)"', text, re.M))
+    for name, text in texts.items():
         for const in re.findall(r"os\.environ\.get\((ENV_\w+)", text):
             if const in names:
-                found[names[const]] = path.name
+                found[names[const]] = name
     return found
 
 
