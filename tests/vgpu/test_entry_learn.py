@@ -61,6 +61,26 @@ def _serves(dev, device, seeds):
     return [not _call(dev, device, seed) for seed in seeds]
 
 
+def _answers_differ_on_device_1(entry, monkeypatch, wrong=lambda: True):
+    """While the entry checks device 1 (learn), torch's answers say "a dispatch mode" where the
+    entry's say nothing (as if libtorch answered otherwise for device 1's tensors), while wrong()."""
+    learning, learn, torch_decides = [None], entry.learn, entry.torch_decides
+
+    def learn_marked(info, arch_reason):
+        learning[0] = info.index
+        try:
+            return learn(info, arch_reason)
+        finally:
+            learning[0] = None
+
+    def decides_on(x, out):
+        want = torch_decides(x, out)
+        return "a dispatch mode" if wrong() and learning[0] == 1 and want is None else want
+
+    monkeypatch.setattr(entry, "learn", learn_marked)
+    monkeypatch.setattr(entry, "torch_decides", decides_on)
+
+
 def test_both_devices_checked_then_served(two):
     entry = _pkg()[1]
     assert _serves(two, 0, (1, 2, 3)) == [False, True, True]
@@ -72,22 +92,7 @@ def test_answers_differing_on_one_device(two, monkeypatch):
     """torch's answers for device 1's tensors differ from the entry's: device 1 is served by
     the general path, bit-exact, with one warning and status() saying why; device 0 by the entry."""
     relu_flydsl, entry, _ = _pkg()
-    learning = [None]
-    learn, torch_decides = entry.learn, entry.torch_decides
-
-    def learn_marked(info, arch_reason):
-        learning[0] = info.index
-        try:
-            return learn(info, arch_reason)
-        finally:
-            learning[0] = None
-
-    def decides_on(x, out):  # as if libtorch answered otherwise for device 1's tensors
-        want = torch_decides(x, out)
-        return "a dispatch mode" if learning[0] == 1 and want is None else want
-
-    monkeypatch.setattr(entry, "learn", learn_marked)
-    monkeypatch.setattr(entry, "torch_decides", decides_on)
+    _answers_differ_on_device_1(entry, monkeypatch)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         on_1 = _serves(two, 1, (1, 2, 3))
@@ -129,19 +134,8 @@ def test_stand_down_ends_with_the_settings(two, monkeypatch):
     """A device the entry stood down on is checked again once the settings change (which drops
     every entry): the answers agree now, and the entry serves there."""
     _, entry, _ = _pkg()
-    learning, learn, torch_decides = [None], entry.learn, entry.torch_decides
     wrong = [True]
-
-    def learn_marked(info, arch_reason):
-        learning[0] = info.index
-        try:
-            return learn(info, arch_reason)
-        finally:
-            learning[0] = None
-
-    monkeypatch.setattr(entry, "learn", learn_marked)
-    monkeypatch.setattr(entry, "torch_decides",
-                        lambda x, out: "a dispatch mode" if wrong[0] and learning[0] == 1 else torch_decides(x, out))
+    _answers_differ_on_device_1(entry, monkeypatch, lambda: wrong[0])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert _serves(two, 1, (1, 2)) == [False, False]
