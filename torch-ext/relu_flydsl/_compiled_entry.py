@@ -234,10 +234,10 @@ def _named_probe():
         return torch.zeros(2, names=("n",))
 
 
-def _torch_shim(module=None):
+def _torch_shim():
     """The allocator's arguments (_compiled_entry.c, allocator()) from the loaded torch, or why not.
-    Where torch has named tensors, at::impl::has_names too, checked through `module` (named())
-    against torch's own answer before the shim is used."""
+    Where torch has named tensors, at::impl::has_names' address too (_allocate_with checks its
+    answers against torch's before the shim is used)."""
     try:
         lib = _libtorch()
         names = None
@@ -391,7 +391,7 @@ def learn(info, arch_reason: str):
     where either differs the entry stands down on that device."""
     if _module is None:
         return
-    if info.index in devices and devices[info.index] is not None:
+    if devices.get(info.index) is not None:
         return  # stood down there until the settings change
     gfx950 = info.arch == "gfx950"
     if gfx950 and _hip.lib() is not _hip_bound:

@@ -62,10 +62,15 @@ def device_info(x: torch.Tensor) -> Optional[DeviceInfo]:
     if _HIP_BUILD is None or not x.is_cuda:  # a CUDA or CPU-only torch: never
         return None
     index = x.get_device()
+    return DeviceInfo(_arch(index), _current_stream(index), index == torch.cuda.current_device(), index)
+
+
+def _arch(index: int) -> str:
+    """A ROCm device's arch (e.g. "gfx950"), asked of torch once per process."""
     arch = STATE.archs.get(index)
     if arch is None:
         arch = STATE.archs[index] = torch.cuda.get_device_properties(index).gcnArchName.split(":")[0]
-    return DeviceInfo(arch, _current_stream(index), index == torch.cuda.current_device(), index)
+    return arch
 
 
 def device_archs() -> dict:
@@ -75,13 +80,7 @@ def device_archs() -> dict:
     tests substitute it as they substitute device_info."""
     if _HIP_BUILD is None:
         return {}
-    archs = {}
-    for index in range(torch.cuda.device_count()):
-        arch = STATE.archs.get(index)
-        if arch is None:
-            arch = STATE.archs[index] = torch.cuda.get_device_properties(index).gcnArchName.split(":")[0]
-        archs[index] = arch
-    return archs
+    return {index: _arch(index) for index in range(torch.cuda.device_count())}
 
 
 def dispatch_stats() -> dict:

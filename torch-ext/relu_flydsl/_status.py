@@ -7,7 +7,6 @@
 Both only read: no kernel launch, no module load, no canary, no allocation of an output.
 """
 
-import hashlib
 import os
 import platform
 import sys
@@ -23,6 +22,7 @@ from .flash_relu_rocm import plan
 from .flash_relu_rocm.registry import RUNGS, get_rung
 
 SUPPORTED_ARCH = _dispatch.SUPPORTED_ARCH
+_UNJUDGED = _dispatch._UNJUDGED  # no canary verdict yet (None means: passed)
 
 
 # ---- status() --------------------------------------------------------------------------------
@@ -114,12 +114,10 @@ def _code_objects() -> dict:
     for name, meta in sorted(kernels.items()):
         if name in broken:
             continue
-        try:
-            path = _objects.OBJECTS_DIR / str(meta.get("file"))
-            if hashlib.sha256(path.read_bytes()).hexdigest() != meta.get("sha256"):
-                broken[name] = f"code object {path.name} does not match its sha256 in {_objects.MANIFEST}"
-        except (OSError, AttributeError, TypeError) as e:
-            broken[name] = f"code object of {name} unreadable ({type(e).__name__})"
+        try:  # the loader's own check, as a first call would make it
+            _objects.read_verified(meta.get("rung"), meta.get("dtype"), meta.get("vec"))
+        except _objects.ObjectError as e:
+            broken[name] = str(e)
     first = next(iter(sorted(broken.items())), None)
     return {"verified": not broken, "reason": None if first is None else f"{first[0]}: {first[1]}",
             "count": len(kernels), "broken": dict(sorted(broken.items()))}
@@ -143,10 +141,10 @@ def _canaries(device: int, settings) -> dict:
     out = {}
     for k in sorted(kernels):
         vkey = k + (device,)
-        verdict = STATE.verdicts.get(vkey, _NONE)
+        verdict = STATE.verdicts.get(vkey, _UNJUDGED)
         if verdict is None:
             said = "passed"
-        elif verdict is not _NONE:
+        elif verdict is not _UNJUDGED:
             said = f"failed: {verdict}"
         elif vkey in STATE.functions:
             said = "not run (loaded with the canary off)"
@@ -156,9 +154,6 @@ def _canaries(device: int, settings) -> dict:
             said = "not run"
         out[_objects.key(*k)] = said
     return out
-
-
-_NONE = object()
 
 
 def _settings(settings) -> list:
@@ -263,8 +258,8 @@ def explain(x, out=None, *, rung=None) -> str:
     launches = ", ".join(f"grid {c.grid} x block {p.block}" for c in p.launches)
     kernel = (f"rung {p.rung}, {p.dtype}, x{p.vec}: {len(p.launches)} launch{'es' if len(p.launches) > 1 else ''} "
               f"({launches}) on device {info.index}, stream {info.stream:#x}")
-    verdict = STATE.verdicts.get(vkey, _NONE)
-    if verdict is not None and verdict is not _NONE:
+    verdict = STATE.verdicts.get(vkey, _UNJUDGED)
+    if verdict is not None and verdict is not _UNJUDGED:
         failed = _dispatch._canary_failed(vkey)
         return _say("torch fallback", f"{failed}: {verdict} (final for this process)", None, f"fallback/{failed}")
     broken = STATE.broken.get(vkey[:3])
