@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import vgpu_support as S
+from test_devices import _checked
 from vgpu.serve import DEVICE_OF, STREAM_OF
 
 pytestmark = pytest.mark.vgpu
@@ -42,17 +43,9 @@ def two(vgpu, monkeypatch):
 
 
 def _call(dev, device, seed):
-    """relu(x, out=y) on `device`, checked; returns whether the general path took it."""
-    relu_flydsl = _pkg()[0]
-    xbits = S.make_bits("mixed", N, torch.float32, seed)
-    x, xbuf = dev.guarded((N,), torch.float32, name=f"x{seed}", device=device)
-    x.copy_(S.to_tensor(xbits, torch.float32))
-    out, obuf = dev.guarded((N,), torch.float32, name=f"out{seed}", device=device)
+    """relu(x, out=y) on `device`, checked (test_devices' _checked); returns whether the general path took it."""
     before = dev.general[0]
-    assert relu_flydsl.relu(x, out=out) is out
-    S.assert_bits(out, S.relu_bits(xbits, torch.float32))
-    S.assert_guards(obuf, out)
-    S.assert_guards(xbuf, x)
+    _checked(dev, device, torch.float32, N, seed)
     assert dev.launches[-1].device == device
     return dev.general[0] > before
 
