@@ -32,6 +32,7 @@ from pathlib import Path
 import torch
 
 import c_anchor
+from mutant_types import CheckMutant, Mutant
 import vgpu_support as S
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -145,15 +146,6 @@ def apply_patch(path: Path, patch):
         path.write_text(c_anchor.c_patch(path.read_text(), qualname, old, new, *count))
         return
     path.write_text(ast_patch(path.read_text(), qualname, old, new, path.name, *count))
-
-
-@dataclass(frozen=True)
-class Mutant:
-    name: str
-    post: str       # where the ladder post describes it
-    patches: tuple  # (file inside the package, qualname, old snippet, new snippet[, count]); see apply_patch
-    kill: tuple = ()  # scenarios() to run (first failure catches); () = the kernel cases
-    rebuild: tuple = ()  # rungs whose code objects the copy rebuilds from its patched source
 
 
 _PLAN_VEC = "pick_vec(numel, dtype, rung.max_vec(dtype), x_addr, y_addr)"
@@ -404,7 +396,20 @@ DISPATCH_MUTANTS = (
     _m("unload-warning-fallback", "unload(): the warning says every call takes torch's fallback",
        "_compiled_entry.py", "unload", "False", "True", "unload_as_the_general_path"),
 )
-ALL_MUTANTS = MUTANTS + DISPATCH_MUTANTS
+# Further catalogues, one module an area, each beside the scenarios that kill its mutants:
+# a module's MUTANTS (patched copies), SCENARIOS (name -> scenario, as the scenario files'),
+# KNOWN_BUGS and CHECK_MUTANTS (weakened checks; CheckMutant is defined below, so they are
+# added there).
+AREA_MODULES = ("mutants_entry", "mutants_general", "mutants_status", "mutants_check")
+
+
+def _areas():
+    import importlib
+
+    return [importlib.import_module(name) for name in AREA_MODULES]
+
+
+ALL_MUTANTS = MUTANTS + DISPATCH_MUTANTS + tuple(m for area in _areas() for m in area.MUTANTS)
 UNMUTATED = Mutant("unmutated", "the copy as it is", ())
 BY_NAME = {m.name: m for m in ALL_MUTANTS + (UNMUTATED,)}
 assert len(BY_NAME) == len(ALL_MUTANTS) + 1, "mutant names must be unique"
@@ -596,6 +601,7 @@ def scenarios() -> dict:
     import test_objects_and_runtime as O
 
     tables = (H.SCENARIOS, F.SCENARIOS, O.SCENARIOS, ED.SCENARIOS, ES.SCENARIOS, EA.SCENARIOS)
+    tables += tuple(area.SCENARIOS for area in _areas())
     names = [name for table in tables for name in table]
     assert len(set(names)) == len(names), "scenario names must be unique"
     return {name: f for table in tables for name, f in table.items()}
@@ -606,7 +612,8 @@ def known_bugs() -> dict:
     import test_entry_devices as ED
     import test_hot_path as H
 
-    return {**H.KNOWN_BUGS, **ED.KNOWN_BUGS}
+    extra = {k: v for area in _areas() for k, v in area.KNOWN_BUGS.items()}
+    return {**H.KNOWN_BUGS, **ED.KNOWN_BUGS, **extra}
 
 
 def run_scenarios(dev, pkg, mutant: Mutant, names, first_only=True) -> Result:
@@ -645,21 +652,6 @@ def run_scenarios(dev, pkg, mutant: Mutant, names, first_only=True) -> Result:
 
 
 # ---- check mutants: weakened checks, run in this process --------------------
-@dataclass(frozen=True)
-class CheckMutant:
-    """A named function of the tree (package, tools, benchmarks) replaced in
-    every loaded module that holds it by its mutated copy, then one real test
-    of the suite run against it: that test must fail."""
-    name: str
-    post: str
-    file: str        # relative to the repository root
-    qualname: str    # "function" or "Class.method", or a module constant
-    old: str
-    new: str
-    kill: tuple      # (test module, test function, {parameter: value})
-    child: bool = False  # the kill test loads native code the mutant damages: run it in a child process
-
-
 def _modules_of(path: Path):
     path = path.resolve()
     mods = []
@@ -914,5 +906,6 @@ CHECK_MUTANTS = (
                 "    _bind.missed = True\n    raise HipUnavailable(MISSING)",
                 ("test_hip_lookup", "test_a_runtime_loaded_after_a_miss_is_found", {})),
 )
+CHECK_MUTANTS += tuple(m for area in _areas() for m in area.CHECK_MUTANTS)
 CHECK_BY_NAME = {m.name: m for m in CHECK_MUTANTS}
 assert len(CHECK_BY_NAME) == len(CHECK_MUTANTS) and not set(CHECK_BY_NAME) & set(BY_NAME), "mutant names must be unique"

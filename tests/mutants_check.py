@@ -1,0 +1,12 @@
+"""Mutants of the shipped check (_check.py, __main__.py) and the hardware gate.
+
+MUTANTS: mutation_support.Mutant copies, each killed by a scenario of SCENARIOS (or an older
+scenario table); CHECK_MUTANTS: mutation_support.CheckMutant. See tests/mutation_support.py.
+"""
+
+from mutant_types import CheckMutant, Mutant  # noqa: F401  (the kinds this catalogue holds)
+
+MUTANTS = ()
+SCENARIOS = {}
+KNOWN_BUGS = {}
+CHECK_MUTANTS = ()
