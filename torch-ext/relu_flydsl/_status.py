@@ -2,19 +2,22 @@
 
     status()                   the package's state as a documented, JSON-serialisable dict
     problems(st)               what the package run with -m exits 1 for (a gfx950 not served)
-    explain(x, out, rung=)     which path relu(x, out, rung=rung) would take, and why
+    explain(x, out, rung=, arch=)  which path relu(x, out, rung=rung) would take, and why (arch=:
+                               on a device of that arch, from any machine)
 
 Both only read: no kernel launch, no module load, no canary, no allocation of an output.
 """
 
 import os
 import platform
+import re
 import sys
 from typing import Optional
 
 import torch
 
 from . import _compiled_entry, _dispatch, _hip, _inputs, _objects, _relu
+from ._claims import NO_ENTRY_COST
 from ._state import DISABLED, ENV_CANARY, ENV_DISABLE, ENV_ENTRY, ENV_RUNG, NO_DEVICE, OFF, SETTINGS, STATE
 from ._state import Settings, env_raw
 from ._version import __version__
@@ -35,27 +38,36 @@ def status() -> dict:
                                       as mapped into this process), None when none is loaded
      "hip_reason": str | None,        why there is none
      "code_objects": {"verified": bool,   every kernel's code object matches its sha256 in the
-                                          manifest now, and none was found unusable before
+                                          manifest now, and the loader found none unusable
+                                          (its verdicts are final for the process)
                       "reason": str | None, why not (the first problem)
                       "count": int,       kernels in the manifest
                       "broken": {"v5/bfloat16/x8": reason, ...}},  every unusable one
      "entry": {"loaded": bool,        the compiled entry (low host time per call) is loaded
                "reason": str | None,  why not
-               "serving": bool,       relu() goes through it now
+               "in_use": bool,        relu() calls it (loaded, and not switched off)
+               "serving_devices": int,  devices on which it replays the kernels now (a device
+                                      is learned at the first relu() call there: 0 in a
+                                      process that has not called relu() on a gfx950)
+               "serving": bool,       serving_devices > 0
+               "cost": None | {"out": [lo, hi], "new": [lo, hi], "said": str},  where it is
+                                      not in use: the Python path's host time per call as a
+                                      multiple of torch's own (relu(x, out=y) against
+                                      torch.clamp_min(out=), relu(x) against torch.relu)
                "file": str | None, "sha256": str | None,
                "allocation": str,     how relu(x) allocates its output
-               "devices": {"0": {...}, ...}},  what the entry knows of each device, as
-                                      _compiled_entry.status() reports it
+               "devices": {"0": None | str, ...}},  per device: None where the entry replays
+                                      the kernels now, else why not
      "devices": [{"index": int, "arch": str,
                   "kernel_path": bool,     relu() runs the kernels on this device
                   "reason": str | None,    why not (kill switch, arch, no code objects, no HIP
-                                           runtime)
+                                           runtime, none of the serving rung's objects usable)
                   "canary": {"v5/bfloat16/x8": "passed" | "failed: <evidence>" | "not run"
                                                | "not run (loaded with the canary off)"
                                                | "not run (object unusable: ...)", ...},
                                the serving rung's kernels for dense aligned tensors (what
                                warmup() readies by default) and every kernel used there
-                  "entry": {...} | None},  the compiled entry's view of this device
+                  "entry": None | str},    the compiled entry there, as in "entry"["devices"]
                  ...],             the ROCm devices torch sees (none on a CPU or CUDA torch),
                                    and any other device the kernels ran on
      "settings": [{"name": str, "value": str | None (raw, as set now), "in_force": the value
@@ -70,7 +82,8 @@ def status() -> dict:
     settings = Settings(env_raw())  # what the next call will use; the dispatch state is not touched
     hip_reason = _hip.unavailable()
     objects = _code_objects()
-    entry = _entry()
+    raw = _compiled_entry.status()  # keys may grow: read with .get()
+    learned = dict(raw.get("devices") or {})
     devices = []
     try:
         archs = dict(_dispatch.device_archs())
@@ -84,7 +97,9 @@ def status() -> dict:
         arch = archs[index]
         reason = _device_reason(arch, settings, objects, hip_reason)
         devices.append({"index": index, "arch": arch, "kernel_path": reason is None, "reason": reason,
-                        "canary": _canaries(index, settings), "entry": entry["devices"].get(str(index))})
+                        "canary": _canaries(index, settings, objects["broken"]),
+                        "entry": _entry_there(index, reason, raw, learned)})
+    entry = _entry(raw, {str(d["index"]): d["entry"] for d in devices})
     st = {"version": int(__version__), "torch": torch.__version__,
           "python": f"{platform.python_version()} {sys.implementation.name}",
           "hip_runtime": _hip.runtime_path(), "hip_reason": hip_reason,
@@ -94,15 +109,27 @@ def status() -> dict:
     return st
 
 
+def _serving_kernels(settings) -> list:
+    """The kernels relu() runs on dense, aligned tensors: the serving rung's widest, per dtype."""
+    rung = RUNGS[settings.default_rung]
+    return sorted((rung.name, dtype, rung.max_vec(dtype)) for dtype in _dispatch.DTYPES)
+
+
 def _device_reason(arch, settings, objects, hip_reason) -> Optional[str]:
-    """Why relu() does not run the kernels on a device of `arch`, or None (in fallback_reason's order)."""
+    """Why relu() does not run the kernels on a device of `arch`, or None (in the general
+    path's order: fallback_reason, the manifest, the HIP runtime, then each kernel's object)."""
     if settings.disabled:
         return DISABLED[1]
     if arch != SUPPORTED_ARCH:
         return f"arch {arch} (kernels are built for {SUPPORTED_ARCH})"
     if objects["count"] == 0:
         return objects["reason"]
-    return hip_reason
+    if hip_reason is not None:
+        return hip_reason
+    kernels = [_objects.key(*k) for k in _serving_kernels(settings)]
+    if all(k in objects["broken"] for k in kernels):  # every call of the serving rung falls back
+        return f"no usable code object for rung {settings.default_rung}: {kernels[0]}: {objects['broken'][kernels[0]]}"
+    return None
 
 
 def _code_objects() -> dict:
@@ -110,6 +137,7 @@ def _code_objects() -> dict:
         kernels = _objects.manifest()["kernels"]
     except _objects.ObjectError as e:
         return {"verified": False, "reason": str(e), "count": 0, "broken": {}}
+    # the loader's verdicts first: final for the process, whatever the files on disk say now
     broken = {_objects.key(*k): why for k, why in STATE.broken.items()}
     for name, meta in sorted(kernels.items()):
         if name in broken:
@@ -123,20 +151,46 @@ def _code_objects() -> dict:
             "count": len(kernels), "broken": dict(sorted(broken.items()))}
 
 
-def _entry() -> dict:
-    st = _compiled_entry.status()  # keys may grow: read with .get()
-    loaded = bool(st.get("loaded"))
-    allocation = st.get("allocation") if loaded else None
-    return {"loaded": loaded, "reason": st.get("reason"), "serving": _compiled_entry.SERVE is not None,
-            "file": st.get("file"), "sha256": st.get("sha256"),
-            "allocation": allocation or "torch.empty_like(x) (the Python path)",
-            "devices": {str(k): v for k, v in (st.get("devices") or {}).items()}}
+def no_entry_cost() -> dict:
+    """The Python path's host time per call as a multiple of torch's own call (_claims.NO_ENTRY_COST)."""
+    out, new = NO_ENTRY_COST["out"], NO_ENTRY_COST["new"]
+    said = (f"without the compiled entry every call takes the Python path: relu(x, out=y) costs {out[0]:g}-"
+            f"{out[1]:g}x the host time of torch.clamp_min(x, 0, out=y), relu(x) {new[0]:g}-{new[1]:g}x that of "
+            "torch.relu(x) (same results)")
+    return {"out": list(out), "new": list(new), "said": said}
 
 
-def _canaries(device: int, settings) -> dict:
+def _entry_there(index: int, kernel_reason, raw: dict, learned: dict) -> Optional[str]:
+    """Why the compiled entry does not replay the kernels on device `index`, or None where it does.
+    Its own record of the device counts only while relu() calls it: an entry unloaded or switched
+    off serves no device, whatever it remembers."""
+    if not raw.get("loaded"):
+        return f"not loaded ({raw.get('reason')})"
+    if _compiled_entry.SERVE is None:
+        return "switched off: relu() does not call it"
+    if kernel_reason is not None:
+        return f"the kernel path is off there ({kernel_reason})"
+    if index not in learned:
+        return "not learned yet: the first relu() call on the device teaches it"
+    if learned[index] is not None:
+        return f"stood down: {learned[index]}"
+    return None
+
+
+def _entry(raw: dict, there: dict) -> dict:
+    loaded = bool(raw.get("loaded"))
+    in_use = loaded and _compiled_entry.SERVE is not None
+    allocation = raw.get("allocation") if loaded else None
+    serving = sum(1 for why in there.values() if why is None)
+    return {"loaded": loaded, "reason": raw.get("reason"), "in_use": in_use, "serving_devices": serving,
+            "serving": serving > 0, "cost": None if in_use else no_entry_cost(),
+            "file": raw.get("file"), "sha256": raw.get("sha256"),
+            "allocation": allocation or "torch.empty_like(x) (the Python path)", "devices": there}
+
+
+def _canaries(device: int, settings, broken: dict) -> dict:
     """Each kernel's canary verdict on `device`: the serving rung's widest kernels, then any other used there."""
-    rung = RUNGS[settings.default_rung]
-    kernels = {(rung.name, dtype, rung.max_vec(dtype)) for dtype in _dispatch.DTYPES}
+    kernels = set(_serving_kernels(settings))
     kernels |= {k[:3] for k in list(STATE.verdicts) + list(STATE.functions) if k[3] == device}
     out = {}
     for k in sorted(kernels):
@@ -148,8 +202,8 @@ def _canaries(device: int, settings) -> dict:
             said = f"failed: {verdict}"
         elif vkey in STATE.functions:
             said = "not run (loaded with the canary off)"
-        elif k in STATE.broken:
-            said = f"not run (object unusable: {STATE.broken[k]})"
+        elif _objects.key(*k) in broken:
+            said = f"not run (object unusable: {broken[_objects.key(*k)]})"
         else:
             said = "not run"
         out[_objects.key(*k)] = said
@@ -185,7 +239,7 @@ def _settings(settings) -> list:
 
 def problems(st: dict) -> list:
     """What makes the health check fail: a gfx950 on which the kernel path is not active, or
-    a kernel whose canary failed there. [] when none."""
+    a kernel whose canary failed there, or whose code object is unusable. [] when none."""
     found = []
     for d in st["devices"]:
         if d["arch"] != SUPPORTED_ARCH:
@@ -193,16 +247,30 @@ def problems(st: dict) -> list:
         if not d["kernel_path"]:
             found.append(f"device {d['index']} ({d['arch']}): the kernel path is off: {d['reason']}")
         for kernel, verdict in d["canary"].items():
-            if verdict.startswith("failed"):
+            if verdict.startswith(("failed", "not run (object unusable")):
                 found.append(f"device {d['index']}: {kernel} {verdict}")
     return found
 
 
 # ---- explain() -------------------------------------------------------------------------------
 _ALIGNED = 1 << 20  # a new output's address for planning: torch's allocators align far beyond 16 bytes
+_ARCH_NAME = re.compile(r"gfx[0-9]{2,4}[0-9a-f]?")  # an AMD GPU arch as gcnArchName names it (gfx90a, gfx950, gfx1100)
 
 
-def explain(x, out=None, *, rung=None) -> str:
+def _arch_asked(arch) -> Optional[str]:
+    """explain()'s arch=, checked: None, or an AMD GPU arch name (its feature suffix dropped)."""
+    if arch is None:
+        return None
+    if not isinstance(arch, str):
+        raise TypeError(f"explain(): arch must be a str such as {SUPPORTED_ARCH!r} or None, got {type(arch).__name__}")
+    name = arch.split(":")[0]
+    if not _ARCH_NAME.fullmatch(name):
+        raise ValueError(f"explain(): unknown arch {_inputs.short(arch)}: give an AMD GPU arch as torch names it "
+                         f"(torch.cuda.get_device_properties(i).gcnArchName), such as {SUPPORTED_ARCH!r}")
+    return name
+
+
+def explain(x, out=None, *, rung=None, arch=None) -> str:
     """Which path relu(x, out, rung=rung) would take now, and why, without running it: no
     launch, no allocation of out, no module load, no canary. Lines of "field: text":
 
@@ -220,18 +288,27 @@ def explain(x, out=None, *, rung=None) -> str:
         kernel: rung, dtype, vector width, launches, device, stream (kernel paths)
         counted as: the dispatch_stats() key the call adds (or "nothing" when it raises)
 
+    arch="gfx950" (any AMD arch name torch reports, e.g. "gfx942"): the answer for x and out as
+    if they lived on a device of that arch, from any machine (a CPU or CUDA torch included):
+    the path, rung, vector width and launches that this package, this torch and these settings
+    would give a repeated call there once its kernel is ready (the first call on each device
+    loads the module and runs the canary through the general path), or the fallback reason.
+    The pointers' alignment is x's and out's own; a new output is planned as aligned. A line
+    "for: ..." says so. Raises TypeError/ValueError for another arch value.
+
     An eager call's answer (under torch.compile relu() traces to torch's relu). A launch
     can still fail with a HIP error, and a first use's canary can fail: explain() cannot
     know those before they run."""
-    autograd = False
+    arch = _arch_asked(arch)
     try:
         if _relu._check(x, out, rung, False):
             why = _inputs.why_torch(x, out) or "torch input"
             return _say("torch's relu (torch's own result or error)", why, None, f"fallback/{why}")
     except (TypeError, ValueError, RuntimeError) as e:
         return _say(f"raises {type(e).__name__}", str(e), None, "nothing (the call fails before any path)")
-    if out is None and x.requires_grad and torch.is_grad_enabled():
-        autograd = True  # through the op, into _dispatch.run with a new output
+    autograd = out is None and x.requires_grad and torch.is_grad_enabled()  # through the op, a new output
+    if arch is not None:
+        return _explain_on(arch, x, out, rung, autograd)
     info = _dispatch.device_info(x)
     if info is None:
         key = DISABLED if STATE.current().disabled else NO_DEVICE
@@ -249,65 +326,123 @@ def explain(x, out=None, *, rung=None) -> str:
         reason = _objects.unavailable() or _hip.unavailable()
     if reason is not None:
         return _say("torch fallback", reason, None, f"fallback/{reason}")
-    rung_name = rung or STATE.settings.default_rung
     xp = x.data_ptr()
     yp = _ALIGNED if out is None else out.data_ptr()
-    p = plan.plan(get_rung(rung_name), _dispatch._DTYPE_NAMES[x.dtype], x.numel(), xp, yp)
+    p = plan.plan(get_rung(rung or STATE.settings.default_rung), _dispatch._DTYPE_NAMES[x.dtype], x.numel(), xp, yp)
     vkey = (p.rung, p.dtype, p.vec, info.index)
     counted = f"flydsl/{p.rung}/{p.dtype}"
-    launches = ", ".join(f"grid {c.grid} x block {p.block}" for c in p.launches)
-    kernel = (f"rung {p.rung}, {p.dtype}, x{p.vec}: {len(p.launches)} launch{'es' if len(p.launches) > 1 else ''} "
-              f"({launches}) on device {info.index}, stream {info.stream:#x}")
+    kernel = _kernel(p, f"on device {info.index}, stream {info.stream:#x}")
+    # _dispatch._ready's questions, in its order: a failed canary, a ready function, a capture,
+    # then the loader's (a remembered unusable object, the object on disk)
     verdict = STATE.verdicts.get(vkey, _UNJUDGED)
     if verdict is not None and verdict is not _UNJUDGED:
         failed = _dispatch._canary_failed(vkey)
         return _say("torch fallback", f"{failed}: {verdict} (final for this process)", None, f"fallback/{failed}")
-    broken = STATE.broken.get(vkey[:3])
-    if broken is not None:
-        return _say("torch fallback", broken, None, f"fallback/{broken}")
     loaded = vkey in STATE.functions
     if loaded and (verdict is None or not STATE.settings.canary):
         checked = "its canary passed" if verdict is None else f"loaded, canary off ({ENV_CANARY})"
-        key = (rung, x.dtype, x.numel(), xp & 15, yp & 15, info.index)
-        entry = STATE.entries.get(key)
-        contiguous = x.is_contiguous() and (out is None or out.is_contiguous())  # what the entry replays
-        if (not autograd and contiguous and entry is not None and entry.function is not None
-                and _compiled_entry.SERVE is not None and _compiled_entry.torch_decides(x, out) is None
-                and _compiled_entry.replays(entry, rung)):
+        entry = STATE.entries.get((rung, x.dtype, x.numel(), xp & 15, yp & 15, info.index))
+        why = _entry_leaves(x, out, rung, len(p.launches) == 1, autograd)
+        if why is None and (entry is None or entry.function is None or not _compiled_entry.replays(entry, rung)):
+            why = "the first call of this size, alignment and device; the compiled entry replays it after"
+        if why is None:
             return _say("kernel, compiled entry", f"a ready entry for this size, alignment and device ({checked})",
                         kernel, counted)
-        return _say("kernel, general path", _general_why(autograd, entry, checked, contiguous), kernel, counted)
+        return _say("kernel, general path", f"{why} ({checked})", kernel, counted)
     if _dispatch._capturing(info.stream):
         why = _dispatch.NOT_VERIFIED if STATE.settings.canary else _dispatch.NOT_LOADED
         return _say("torch fallback", f"{why}: a graph capture is in progress on this stream", None, f"fallback/{why}")
     if not loaded:
-        try:
-            _objects.read_verified(*vkey[:3])
-        except _objects.ObjectError as e:
-            return _say("torch fallback", str(e), None, f"fallback/{e}")
+        unusable = _unusable(vkey[:3])
+        if unusable is not None:
+            return _say("torch fallback", unusable, None, f"fallback/{unusable}")
     steps = ("module loaded (sha256 checked), " if not loaded else "") + (
         "canary run on this device" if STATE.settings.canary else f"no canary ({ENV_CANARY} off)")
     return _say("kernel after first use", f"first use on device {info.index}: {steps}; a failed canary gives the "
                 f"torch fallback instead (fallback/{_dispatch._canary_failed(vkey)})", kernel, counted)
 
 
-def _general_why(autograd, entry, checked, contiguous) -> str:
+def _explain_on(arch, x, out, rung, autograd) -> str:
+    """explain(x, out, rung=rung, arch=arch): the general path's decision for a device of `arch`
+    (the same functions, given that device's description), and the route of a repeated call."""
+    index = x.get_device() if x.is_cuda else 0
+    info = _dispatch.DeviceInfo(arch, 0, True, index)  # a hypothetical device: its stream is never asked
+    asked = (f"a {arch} (device {index}) as asked with arch=, not this machine's devices: a repeated call once "
+             "its kernel is ready there")
+    reason = _dispatch.fallback_reason(x, x if out is None else out, info)
+    if reason is None and x.numel() == 0:
+        reason = "empty tensor"
+    if reason is None:
+        reason = _objects.unavailable()  # (a ROCm torch there has its HIP runtime loaded)
+    p = None
+    if reason is None:
+        rung_name = rung or STATE.settings.default_rung
+        p = plan.plan(get_rung(rung_name), _dispatch._DTYPE_NAMES[x.dtype], x.numel(), x.data_ptr(),
+                      _ALIGNED if out is None else out.data_ptr())
+        reason = _unusable((p.rung, p.dtype, p.vec))
+    if reason is not None:
+        return _say("torch fallback", reason, None, f"fallback/{reason}", asked)
+    kernel = _kernel(p, f"on a {arch} (device {index}), torch's current stream")
+    first = ("the first call of this size, alignment and device takes the general path, which loads the module "
+             "(sha256 checked) and runs the canary there before its launch")
+    why = _entry_leaves(x, out, rung, len(p.launches) == 1, autograd)
+    if why is None:
+        return _say("kernel, compiled entry", f"the compiled entry replays a ready entry; {first}", kernel,
+                    f"flydsl/{p.rung}/{p.dtype}", asked)
+    return _say("kernel, general path", f"{why}; {first}", kernel, f"flydsl/{p.rung}/{p.dtype}", asked)
+
+
+def _unusable(kernel) -> Optional[str]:
+    """Why the loader refuses kernel (rung, dtype, vec) on any device, or None: its remembered
+    verdict first, then the object's check on disk (_objects.function's order)."""
+    why = STATE.broken.get(kernel)
+    if why is not None:
+        return why
+    try:
+        _objects.read_verified(*kernel)
+    except _objects.ObjectError as e:
+        return str(e)
+    return None
+
+
+def _entry_takes_layout(x, out) -> bool:
+    """Whether the compiled entry replays a call of this layout (x, and out or None) once its
+    entry is ready: its own answer where it gives one."""
+    takes = getattr(_compiled_entry, "takes_layout", None)
+    if takes is not None:
+        return bool(takes(x, out))
+    return x.is_contiguous() and (out is None or out.is_contiguous())  # _compiled_entry.c serve()'s checks
+
+
+def _entry_leaves(x, out, rung, single: bool, autograd: bool) -> Optional[str]:
+    """Why the compiled entry leaves a kernel call to the general path even once its entry is
+    ready, or None when it replays it."""
     if autograd:
-        return f"x requires grad: through the autograd op ({checked})"
+        return "x requires grad: through the autograd op"
     if _compiled_entry.SERVE is None:
-        return f"the compiled entry is not serving ({_compiled_entry.not_loaded() or 'switched off'}); {checked}"
-    if not contiguous:
-        return f"a dense layout that is not contiguous, which the compiled entry leaves to Python ({checked})"
-    if entry is None or entry.function is None:
-        return f"the first call of this size, alignment and device ({checked}); the compiled entry replays it after"
-    if not entry.single:
-        return f"a split launch, which only the general path makes ({checked})"
-    return f"the compiled entry leaves this call to the general path ({checked})"
+        return (f"the compiled entry is not serving ({_compiled_entry.not_loaded() or 'switched off'}); "
+                f"{no_entry_cost()['said']}")
+    decides = _compiled_entry.torch_decides(x, out)
+    if decides is not None:
+        return f"{decides}: the compiled entry leaves it to the general path"
+    if not _entry_takes_layout(x, out):
+        return "a layout the compiled entry leaves to the general path (dense, not contiguous)"
+    if not single:
+        return "a split launch, which only the general path makes"
+    return None
 
 
-def _say(path, why, kernel, counted) -> str:
+def _kernel(p, where: str) -> str:
+    launches = ", ".join(f"grid {c.grid} x block {p.block}" for c in p.launches)
+    return (f"rung {p.rung}, {p.dtype}, x{p.vec}: {len(p.launches)} launch{'es' if len(p.launches) > 1 else ''} "
+            f"({launches}) {where}")
+
+
+def _say(path, why, kernel, counted, asked=None) -> str:
     lines = [f"path: {path}", f"why: {why}"]
     if kernel:
         lines.append(f"kernel: {kernel}")
     lines.append(f"counted as: {counted}")
+    if asked:
+        lines.append(f"for: {asked}")
     return "\n".join(lines)
