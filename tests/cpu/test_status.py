@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import relu_flydsl
-from relu_flydsl import __main__, _compiled_entry, _dispatch, _hip, _objects, _relu, _state
+from relu_flydsl import __main__, _compiled_entry, _dispatch, _hip, _objects, _relu, _state, _status
 from relu_flydsl._state import STATE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -275,3 +275,124 @@ def test_warmup_on_a_torch_without_rocm_states_it(fresh, monkeypatch):
     assert result.not_ready[("v5", "float32", 4, 0)].startswith("no memory on device 0 (")
     (w,) = _ours(caught)
     assert "nothing is ready on device 0" in str(w.message) and w.filename == __file__
+
+
+# ---- code objects: the device's kernel path, the loader's verdicts ----------------------------
+class _Fresh:
+    """The `fresh` fixture's state as a context (for tests the mutation check runs by name, with
+    monkeypatch and tmp_path only): settings unset, the dispatch state fresh, reset after."""
+
+    def __init__(self, monkeypatch):
+        for name in SETTING_NAMES:
+            monkeypatch.delenv(name, raising=False)
+        self.mp = monkeypatch
+
+    def __enter__(self):
+        STATE.reset()
+        return self
+
+    def __exit__(self, *exc):
+        STATE.reset()
+
+    def gfx950(self, hip=True):
+        """status() sees one gfx950, with a HIP runtime loaded (hip) or none."""
+        self.mp.setattr(_dispatch, "device_archs", lambda: {0: "gfx950"})
+        self.mp.setattr(_hip, "unavailable", (lambda: None) if hip else (lambda: _hip.MISSING))
+        self.mp.setattr(_hip, "runtime_path", lambda: "/opt/rocm/lib/libamdhip64.so.7" if hip else None)
+
+    def objects(self, tmp_path):
+        """The code objects copied to tmp_path and used from there: (copy, manifest kernels)."""
+        copy = tmp_path / "code_objects"
+        shutil.copytree(_objects.OBJECTS_DIR, copy)
+        self.mp.setattr(_objects, "OBJECTS_DIR", copy)
+        STATE.manifest = None
+        return copy, json.loads((copy / "manifest.json").read_text())["kernels"]
+
+
+def test_a_gfx950_without_usable_code_objects_is_not_served(monkeypatch, tmp_path, capsys):
+    """Every object file gone, or the manifest gone: every call on a gfx950 takes the fallback, so
+    its kernel path is off, with the loader's reason, and `python -m relu_flydsl` exits 1. One
+    serving kernel's object gone: that dtype falls back; a problem too, the path stays on."""
+    with _Fresh(monkeypatch) as f:
+        f.gfx950()
+        copy, kernels = f.objects(tmp_path)
+        assert relu_flydsl.status()["devices"][0]["kernel_path"] is True
+        (copy / kernels["v5/bfloat16/x8"]["file"]).unlink()
+        st = relu_flydsl.status()
+        (d,) = st["devices"]
+        assert d["kernel_path"] is True and d["canary"]["v5/bfloat16/x8"].startswith("not run (object unusable: ")
+        assert _status.problems(st) == [f"device 0: v5/bfloat16/x8 {d['canary']['v5/bfloat16/x8']}"]
+        for meta in kernels.values():
+            (copy / meta["file"]).unlink(missing_ok=True)
+        st = relu_flydsl.status()
+        (d,) = st["devices"]
+        assert d["kernel_path"] is False and "unreadable" in d["reason"], d
+        assert d["entry"] == f"the kernel path is off there ({d['reason']})" or not st["entry"]["in_use"]
+        assert __main__.main([]) == 1
+        assert "kernel path OFF" in capsys.readouterr().out
+        (copy / "manifest.json").unlink()
+        STATE.manifest = None  # as in a process that starts without it
+        (d,) = relu_flydsl.status()["devices"]
+        assert d["kernel_path"] is False and d["reason"] == _objects.unavailable() and "missing" in d["reason"]
+        assert __main__.main([]) == 1
+
+
+def test_the_loaders_verdicts_on_objects_stand(monkeypatch, tmp_path):
+    """A code object the loader found damaged stays unusable for the process (its first use,
+    warmup() here, remembered it): status() says so after the file is repaired on disk, as
+    relu() and explain(arch=) do."""
+    import warnings
+
+    with _Fresh(monkeypatch) as f:
+        copy, kernels = f.objects(tmp_path)
+        path = copy / kernels["v5/float32/x4"]["file"]
+        data = path.read_bytes()
+        path.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+        with warnings.catch_warnings(record=True):
+            warnings.simplefilter("always")
+            result = relu_flydsl.warmup("float32", devices=())
+        assert "sha256" in result.not_ready[("v5", "float32", 4, None)]
+        path.write_bytes(data)  # repaired: the loader does not look again
+        f.gfx950()
+        st = relu_flydsl.status()
+        co = st["code_objects"]
+        assert co["verified"] is False and list(co["broken"]) == ["v5/float32/x4"] and "sha256" in co["reason"]
+        assert st["devices"][0]["canary"]["v5/float32/x4"] == f"not run (object unusable: {co['broken']['v5/float32/x4']})"
+        assert any("v5/float32/x4" in p for p in _status.problems(st))
+        said = relu_flydsl.explain(torch.randn(64), arch="gfx950")
+        assert said.startswith(f"path: torch fallback\nwhy: {co['broken']['v5/float32/x4']}"), said
+
+
+# ---- the compiled entry: loaded, in use, serving; the cost where it is not in use -------------
+def test_the_entry_serves_no_device_on_a_cpu_torch(fresh, no_hip):
+    """Loaded is not serving: a CPU torch has no device the entry replays kernels on."""
+    st = relu_flydsl.status()
+    entry = st["entry"]
+    assert entry["serving_devices"] == 0 and entry["serving"] is False and entry["devices"] == {}
+    assert entry["in_use"] == (_compiled_entry.SERVE is not None) == (entry["cost"] is None)
+
+
+def test_the_entry_off_names_the_python_paths_cost(monkeypatch):
+    """Where the entry is not in use (not loaded, or switched off), status() names the cost of the
+    path every call takes instead, from the one source of that claim."""
+    from relu_flydsl._claims import NO_ENTRY_COST
+
+    with _Fresh(monkeypatch) as f:
+        f.gfx950()
+        was = _compiled_entry.use(False)
+        try:
+            st = relu_flydsl.status()
+        finally:
+            _compiled_entry.use(was)
+    cost = st["entry"]["cost"]
+    assert json.loads(json.dumps(cost)) == cost
+    assert (cost["out"], cost["new"]) == (list(NO_ENTRY_COST["out"]), list(NO_ENTRY_COST["new"]))
+    lo, hi = NO_ENTRY_COST["out"]
+    assert f"relu(x, out=y) costs {lo:g}-{hi:g}x" in cost["said"] and "torch.clamp_min" in cost["said"]
+    lo, hi = NO_ENTRY_COST["new"]
+    assert f"relu(x) {lo:g}-{hi:g}x" in cost["said"] and "torch.relu" in cost["said"]
+    assert st["entry"]["in_use"] is False and st["entry"]["serving_devices"] == 0
+    assert st["devices"][0]["entry"] == "switched off: relu() does not call it"
+    assert st["entry"]["devices"] == {"0": st["devices"][0]["entry"]}
+    if was:
+        assert relu_flydsl.status()["entry"]["cost"] is None

@@ -1,7 +1,8 @@
 """explain(x, out, rung=) says which path relu() would take, without running anything:
 checked against what relu() then does (the dispatch_stats() key it adds, or the error it
 raises), call after call (first use, the general path, the compiled entry's replay), over
-inputs of every path, on the virtual gfx950 and on the CPU."""
+inputs of every path, inside a graph capture, on the virtual gfx950 and on the CPU. And
+status()'s count of the devices the compiled entry serves, as it starts and stops serving."""
 
 import re
 
@@ -147,8 +148,11 @@ def test_explain_matches_relu_on_the_virtual_gfx950(vgpu, name):
         assert all(p.startswith("path: kernel, ") for p in paths[1:]), paths
     if name in ("float32", "bfloat16-odd-size", "in-place", "out-none", "int8-rung-v1"):
         assert paths[1:] == ["path: kernel, compiled entry"] * 2, said  # the entry replays ready entries
-    if name == "transposed-out-alike":
-        assert paths[1:] == ["path: kernel, general path"] * 2, said  # dense, not contiguous: Python serves it
+    if name == "transposed-out-alike":  # dense, not contiguous: as the compiled entry says it replays that layout
+        from relu_flydsl import _status
+
+        route = "compiled entry" if _status._entry_takes_layout(x, out) else "general path"
+        assert paths[1:] == [f"path: kernel, {route}"] * 2, said
 
 
 @pytest.mark.vgpu
@@ -211,3 +215,105 @@ def test_explain_matches_relu_on_the_cpu(name):
         assert explained_then_run(x, out, rung) == said
     finally:
         _compiled_entry.use(was)
+
+
+# ---- inside a HIP graph capture: what _dispatch._ready does there ------------------------------
+def _damaged(monkeypatch, tmp_path, key):
+    """The code objects copied, kernel `key`'s file damaged, the copy in use."""
+    import json
+    import shutil
+
+    from relu_flydsl import _objects
+    from relu_flydsl._state import STATE
+
+    copy = tmp_path / "code_objects"
+    shutil.copytree(_objects.OBJECTS_DIR, copy)
+    path = copy / json.loads((copy / "manifest.json").read_text())["kernels"][key]["file"]
+    data = path.read_bytes()
+    path.write_bytes(b"not a code object")
+    monkeypatch.setattr(_objects, "OBJECTS_DIR", copy)
+    STATE.manifest = None
+    return path, data
+
+
+def _captured(dev, x, out):
+    """explained_then_run inside a capture on the tensors' stream; the capture must stay valid."""
+    dev.begin_capture(dev.stream)
+    try:
+        said = explained_then_run(x, out, None, dev=dev)
+        assert dev.is_capturing(dev.stream) == 1, "the capture must stay valid"
+    finally:
+        dev.destroy_graph(dev.end_capture(dev.stream))
+    return said
+
+
+@pytest.mark.vgpu
+def test_explain_inside_a_capture_is_what_relu_does(vgpu, monkeypatch, tmp_path):
+    """Inside a capture the general path loads no module and runs no canary: a kernel not yet
+    ready falls back with the capture's reason, whether its module is not loaded, loaded with the
+    canary off and the canary since turned on, or its object known to be unusable (the capture
+    is asked first); a ready one launches into the graph. explain() says each."""
+    import warnings
+
+    from relu_flydsl import _dispatch
+
+    vgpu.stream = vgpu.create_stream(0)
+    vgpu.refuse_loads_during_capture()
+    x, out, _, _ = CASES["float32"](vgpu)
+    said = _captured(vgpu, x, out)  # nothing loaded yet
+    assert said.startswith(f"path: torch fallback\nwhy: {_dispatch.NOT_VERIFIED}"), said
+    monkeypatch.setenv("RELU_FLYDSL_CANARY", "0")
+    explained_then_run(x, out, None, dev=vgpu)  # loaded, no canary
+    monkeypatch.setenv("RELU_FLYDSL_CANARY", "1")
+    said = _captured(vgpu, x, out)  # loaded, its canary not run: not inside a capture
+    assert said.startswith(f"path: torch fallback\nwhy: {_dispatch.NOT_VERIFIED}"), said
+    explained_then_run(x, out, None, dev=vgpu)  # the canary runs outside
+    said = _captured(vgpu, x, out)
+    assert said.startswith("path: kernel, "), said
+    bf16, bf16_out, _, _ = CASES["bfloat16-odd-size"](vgpu)  # v5/bfloat16/x1: its object damaged, found so
+    _damaged(monkeypatch, tmp_path, "v5/bfloat16/x1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        assert "sha256" in explained_then_run(bf16, bf16_out, None, dev=vgpu)
+    said = _captured(vgpu, bf16, bf16_out)
+    assert said.startswith(f"path: torch fallback\nwhy: {_dispatch.NOT_VERIFIED}"), said
+
+
+# ---- status(): the devices the compiled entry serves ---------------------------------------------
+@pytest.mark.vgpu
+def test_status_counts_the_devices_the_entry_serves(vgpu):
+    """Loaded is not serving: a device counts once the entry has learned it (the first call
+    there) and only while relu() calls the entry. Switched off, or unloaded, it serves none,
+    even where it still remembers a device."""
+    import warnings
+
+    relu_flydsl, state = _pkg()
+    from relu_flydsl import _compiled_entry
+
+    assert _compiled_entry.status()["loaded"], _compiled_entry.status()["reason"]
+
+    def entry_there():
+        st = relu_flydsl.status()
+        there = st["devices"][0]["entry"]
+        assert st["entry"]["devices"]["0"] == there and st["entry"]["serving"] == (st["entry"]["serving_devices"] > 0)
+        assert (st["entry"]["cost"] is None) == st["entry"]["in_use"]
+        return st["entry"]["serving_devices"], there
+
+    assert entry_there() == (0, "not learned yet: the first relu() call on the device teaches it")
+    x, out, _, _ = CASES["float32"](vgpu)
+    said = [explained_then_run(x, out, None, dev=vgpu) for _ in range(2)]
+    assert said[1].startswith("path: kernel, compiled entry"), said
+    assert entry_there() == (1, None)
+    _compiled_entry.use(False)
+    assert entry_there() == (0, "switched off: relu() does not call it")
+    _compiled_entry.use(True)
+    assert entry_there() == (1, None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        _compiled_entry.unload("unloaded by a test")
+    assert entry_there() == (0, "not loaded (unloaded by a test)")
+    _compiled_entry.devices[0] = None  # what an entry that kept its per-device verdicts would say
+    assert entry_there() == (0, "not loaded (unloaded by a test)")
+    assert explained_then_run(x, out, None, dev=vgpu).startswith("path: kernel, general path")
+    state.reset()  # a fresh process: loaded again, no device learned
+    assert _compiled_entry.status()["loaded"] and entry_there()[0] == 0

@@ -164,10 +164,8 @@ def _entry_there(index: int, kernel_reason, raw: dict, learned: dict) -> Optiona
     """Why the compiled entry does not replay the kernels on device `index`, or None where it does.
     Its own record of the device counts only while relu() calls it: an entry unloaded or switched
     off serves no device, whatever it remembers."""
-    if not raw.get("loaded"):
-        return f"not loaded ({raw.get('reason')})"
-    if _compiled_entry.SERVE is None:
-        return "switched off: relu() does not call it"
+    if _compiled_entry.SERVE is None:  # unloaded or switched off: it serves nothing, whatever it remembers
+        return "switched off: relu() does not call it" if raw.get("loaded") else f"not loaded ({raw.get('reason')})"
     if kernel_reason is not None:
         return f"the kernel path is off there ({kernel_reason})"
     if index not in learned:
@@ -300,6 +298,15 @@ def explain(x, out=None, *, rung=None, arch=None) -> str:
     can still fail with a HIP error, and a first use's canary can fail: explain() cannot
     know those before they run."""
     arch = _arch_asked(arch)
+    said = _explain(x, out, rung, arch)
+    if arch is None:
+        return said
+    index = x.get_device() if isinstance(x, torch.Tensor) and x.is_cuda else 0
+    return (f"{said}\nfor: a {arch} (device {index}) as asked with arch=, not this machine's devices: a repeated "
+            "call once its kernel is ready there")
+
+
+def _explain(x, out, rung, arch) -> str:
     try:
         if _relu._check(x, out, rung, False):
             why = _inputs.why_torch(x, out) or "torch input"
@@ -367,8 +374,6 @@ def _explain_on(arch, x, out, rung, autograd) -> str:
     (the same functions, given that device's description), and the route of a repeated call."""
     index = x.get_device() if x.is_cuda else 0
     info = _dispatch.DeviceInfo(arch, 0, True, index)  # a hypothetical device: its stream is never asked
-    asked = (f"a {arch} (device {index}) as asked with arch=, not this machine's devices: a repeated call once "
-             "its kernel is ready there")
     reason = _dispatch.fallback_reason(x, x if out is None else out, info)
     if reason is None and x.numel() == 0:
         reason = "empty tensor"
@@ -381,15 +386,15 @@ def _explain_on(arch, x, out, rung, autograd) -> str:
                       _ALIGNED if out is None else out.data_ptr())
         reason = _unusable((p.rung, p.dtype, p.vec))
     if reason is not None:
-        return _say("torch fallback", reason, None, f"fallback/{reason}", asked)
+        return _say("torch fallback", reason, None, f"fallback/{reason}")
     kernel = _kernel(p, f"on a {arch} (device {index}), torch's current stream")
     first = ("the first call of this size, alignment and device takes the general path, which loads the module "
              "(sha256 checked) and runs the canary there before its launch")
     why = _entry_leaves(x, out, rung, len(p.launches) == 1, autograd)
     if why is None:
         return _say("kernel, compiled entry", f"the compiled entry replays a ready entry; {first}", kernel,
-                    f"flydsl/{p.rung}/{p.dtype}", asked)
-    return _say("kernel, general path", f"{why}; {first}", kernel, f"flydsl/{p.rung}/{p.dtype}", asked)
+                    f"flydsl/{p.rung}/{p.dtype}")
+    return _say("kernel, general path", f"{why}; {first}", kernel, f"flydsl/{p.rung}/{p.dtype}")
 
 
 def _unusable(kernel) -> Optional[str]:
@@ -438,11 +443,9 @@ def _kernel(p, where: str) -> str:
             f"({launches}) {where}")
 
 
-def _say(path, why, kernel, counted, asked=None) -> str:
+def _say(path, why, kernel, counted) -> str:
     lines = [f"path: {path}", f"why: {why}"]
     if kernel:
         lines.append(f"kernel: {kernel}")
     lines.append(f"counted as: {counted}")
-    if asked:
-        lines.append(f"for: {asked}")
     return "\n".join(lines)
