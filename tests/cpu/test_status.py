@@ -193,6 +193,7 @@ def test_status_loads_nothing(fresh):
     before = (dict(STATE.functions), dict(STATE.verdicts), dict(STATE.canary_runs), dict(STATE.entries))
     relu_flydsl.status()
     relu_flydsl.explain(torch.randn(8))
+    assert relu_flydsl.explain(torch.randn(8), arch="gfx950").startswith("path: kernel, ")
     assert (STATE.functions, STATE.verdicts, STATE.canary_runs, STATE.entries) == before
     assert relu_flydsl.dispatch_stats() == {}
 

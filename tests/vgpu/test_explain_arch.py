@@ -156,6 +156,7 @@ CASES = {
     "overlap": _overlap,
     "out-dtype-differs": lambda dev: (_reg(dev, _data((10,), F32, 8)), _reg(dev, torch.empty(10, dtype=F16)), None),
     "subclass": lambda dev: (_data((10,), F32, 9).as_subclass(Sub), None, None),
+    "meta": lambda dev: (torch.empty(16, device="meta"), None, None),
     "autograd": _grad,
 }
 
@@ -240,7 +241,7 @@ def holds(said: str, dev, x, out, rung):
             assert ran(r["launches"]) == planned(f), (said, [(x.kernel, x.grid) for x in r["launches"]])
         else:
             assert r["launches"] == [], said
-        if type(x) is torch.Tensor and not x.is_neg():
+        if type(x) is torch.Tensor and not x.is_neg() and not x.is_meta:
             assert torch.equal(r["y"], torch.relu(x.detach())), said
     if kernel:
         assert runs[0]["general"], "a first call is the general path's (module load, canary)"
@@ -255,7 +256,7 @@ def test_explain_for_a_gfx950_is_what_the_virtual_gfx950_runs(vgpu, name):
     holds(said, vgpu, x, out, rung)
     if name.startswith(("float32-4096", "int8-777", "float16-5000", "transposed-out-alike", "channels-last-none")):
         assert fields(said)["path"].startswith("kernel, "), said  # the table reaches the kernel path
-    if name in ("float64", "strided-none", "channels-last-out-contiguous", "empty-none", "neg-view"):
+    if name in ("float64", "strided-none", "channels-last-out-contiguous", "empty-none", "neg-view", "meta"):
         assert fields(said)["path"] == "torch fallback", said
 
 

@@ -302,8 +302,8 @@ def explain(x, out=None, *, rung=None, arch=None) -> str:
     if arch is None:
         return said
     index = x.get_device() if isinstance(x, torch.Tensor) and x.is_cuda else 0
-    return (f"{said}\nfor: a {arch} (device {index}) as asked with arch=, not this machine's devices: a repeated "
-            "call once its kernel is ready there")
+    return (f"{said}\nfor: a {arch} (device {index}), asked with arch=: a repeated call there once its kernel is "
+            "ready (this machine's devices are not asked)")
 
 
 def _explain(x, out, rung, arch) -> str:
@@ -372,6 +372,9 @@ def _explain(x, out, rung, arch) -> str:
 def _explain_on(arch, x, out, rung, autograd) -> str:
     """explain(x, out, rung=rung, arch=arch): the general path's decision for a device of `arch`
     (the same functions, given that device's description), and the route of a repeated call."""
+    if x.is_meta:  # no memory on any device: device_info finds none there either
+        key = DISABLED if STATE.current().disabled else NO_DEVICE
+        return _say("torch fallback", key[1], None, "/".join(key))
     index = x.get_device() if x.is_cuda else 0
     info = _dispatch.DeviceInfo(arch, 0, True, index)  # a hypothetical device: its stream is never asked
     reason = _dispatch.fallback_reason(x, x if out is None else out, info)
