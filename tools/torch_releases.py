@@ -45,7 +45,7 @@ kernels itself is not installed there) and nothing in the package replaced:
     the general path a user gets by switching the entry off.
 
 The record goes to releases/torch/v<N>.json (N: build.toml's version; the record of a version
-already released, releases/v<N>.json, is not overwritten with another compiled entry); a table
+already released, releases/v<N>.json, is not overwritten); a table
 is printed at the end. Exit status 1, naming each release and why, when a release failed, was
 not bit-exact, or the compiled entry did not load or serve on a torch it supports (2.10 on).
 A whole run (7 releases, environments already made) takes about 10 minutes on 2 cores.
@@ -566,22 +566,20 @@ def entry_sha256(variant=VARIANT) -> str:
     return json.loads((variant / "code_objects" / "manifest.json").read_text())["entry"]["sha256"]
 
 
-def refuse_overwrite(out: Path, old, variant=VARIANT, root: Path = ROOT):
-    """Why `out` must not be written, or None: the record of a released version (releases/v<N>.json
-    exists) made with another compiled entry is history."""
-    if old is None or old.get("entry_sha256") == entry_sha256(variant):
-        return None
-    version = old.get("version")
+def refuse_overwrite(out: Path, old, root: Path = ROOT):
+    """Why `out` must not be written, or None: the record of a version already released
+    (releases/v<N>.json exists) is that release's history."""
+    version = (old or {}).get("version")
     if version is not None and (root / "releases" / f"v{version}.json").exists():
-        return (f"{out} is the record of release v{version} (another compiled entry, {str(old.get('entry_sha256'))[:12]}); "
-                f"bump build.toml's version first, or pass --out")
+        return (f"{out} is the record of release v{version}, kept as it is; bump build.toml's version first "
+                "(or write elsewhere with --out)")
     return None
 
 
-def merge(old: dict, results: list) -> list:
+def merge(old: dict, results: list, sha256=None) -> list:
     """The new results, and the old record's for releases not checked this time, by version
-    (the old ones only where the record is of the same compiled entry and measured as now)."""
-    same = old is not None and old.get("entry_sha256") is not None and \
+    (the old ones only where that record is of the same compiled entry, sha256, measured as now)."""
+    same = old is not None and old.get("entry_sha256") == sha256 and \
         all("runs" in r.get("host", {"runs": 0}) for r in old.get("releases", []))
     by = {r["release"]: r for r in (old["releases"] if same else [])}
     by.update({r["release"]: r for r in results})
@@ -624,7 +622,7 @@ def make_record(old, results, found, command, merged=True, variant=VARIANT, runs
                      f"{ENTRY_OFF}=0. A shared machine: expect a few percent between runs",
         "runs": runs, "rounds": rounds, "calls": calls,
         "index_versions": found if found is not None else (old or {}).get("index_versions"),
-        "releases": merge(old, results) if merged else results,
+        "releases": merge(old, results, entry_sha256(variant)) if merged else results,
     }
 
 
@@ -650,6 +648,10 @@ def main(argv=None):
     keep = not args.no_record and not args.env and not args.prepare
     if keep and args.runs < RUNS:
         parser.error(f"a record needs --runs {RUNS} or more (or --no-record)")
+    out = Path(args.out) if args.out else record_path()
+    old = json.loads(out.read_text()) if keep and out.exists() else None
+    if keep and not args.out and (why := refuse_overwrite(out, old)):
+        sys.exit(f"torch_releases: {why}")
     if not args.prepare and not (variant / "code_objects" / "manifest.json").exists():
         sys.exit(f"torch_releases: no built variant in {variant}; build it: {BUILD_HINT}")
     found = None
@@ -665,10 +667,6 @@ def main(argv=None):
                 f"{', '.join(releases)}")
         jobs = [(v, None) for v in releases]
 
-    out = Path(args.out) if args.out else record_path()
-    old = json.loads(out.read_text()) if keep and out.exists() else None
-    if keep and (why := refuse_overwrite(out, old, variant)):
-        sys.exit(f"torch_releases: {why}")
     if args.prepare:
         for version, _ in jobs:
             ensure_env(args.python, envs, version, args.reinstall)

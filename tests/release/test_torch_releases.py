@@ -152,25 +152,44 @@ def test_the_tool_exits_non_zero_naming_the_release_and_reason(variant_build, mo
 def test_a_new_run_replaces_its_releases_and_keeps_the_others_in_version_order():
     old = {"entry_sha256": "e", "releases": [result("2.10.0"), result("2.9.1", loaded=False), result("2.15.0")]}
     new = [result("2.10.0", bit_exact=False), {"release": "2.11.0", "error": "pip install torch==2.11.0 failed"}]
-    merged = tr.merge(old, new)
+    merged = tr.merge(old, new, "e")
     assert [r["release"] for r in merged] == ["2.9.1", "2.10.0", "2.11.0", "2.15.0"]
     assert merged[1]["bit_exact"] is False  # the new result, not the old one
-    assert tr.merge(None, new) == [new[0], new[1]]
-    # a record measured the old way (one run, no ranges) keeps none of its releases
+    assert tr.merge(None, new, "e") == [new[0], new[1]]
+    # a record of another compiled entry keeps none of its releases
+    assert [r["release"] for r in tr.merge(old, new, "f")] == ["2.10.0", "2.11.0"]
+    # nor one measured the old way (one run, no ranges)
     old["releases"][0]["host"] = {"path": "compiled entry", tr.PAIRS[0]: 0.25, tr.PAIRS[1]: 0.7}
-    assert [r["release"] for r in tr.merge(old, new)] == ["2.10.0", "2.11.0"]
+    assert [r["release"] for r in tr.merge(old, new, "e")] == ["2.10.0", "2.11.0"]
 
 
-def test_a_released_versions_record_of_another_entry_is_not_overwritten(variant_build, tmp_path):
-    variant = variant_build / "build" / "torch-rocm"
+def test_a_released_versions_record_is_not_overwritten(tmp_path, capsys):
     (tmp_path / "releases").mkdir()
-    sha = tr.entry_sha256(variant)
     out = tmp_path / "releases" / "torch" / "v4.json"
-    assert tr.refuse_overwrite(out, None, variant, tmp_path) is None
-    assert tr.refuse_overwrite(out, {"version": 4, "entry_sha256": sha}, variant, tmp_path) is None
-    assert tr.refuse_overwrite(out, {"version": 4, "entry_sha256": "0" * 64}, variant, tmp_path) is None  # not released
+    assert tr.refuse_overwrite(out, None, tmp_path) is None
+    assert tr.refuse_overwrite(out, {"version": 4}, tmp_path) is None  # not released yet
     (tmp_path / "releases" / "v4.json").write_text("{}")
-    assert "release v4" in tr.refuse_overwrite(out, {"version": 4, "entry_sha256": "0" * 64}, variant, tmp_path)
+    assert "release v4" in tr.refuse_overwrite(out, {"version": 4}, tmp_path)
+    # this tree: build.toml's version is released or not; where it is, the tool stops before anything runs
+    if (tr.ROOT / "releases" / f"v{tr.package_version()}.json").exists() and tr.record_path().exists():
+        with pytest.raises(SystemExit, match="kept as it is"):
+            tr.main(["--releases", "2.13.0", "--variant", str(tr.ROOT)])
+
+
+def test_a_kept_environment_is_reused_and_another_torch_is_not(tmp_path, monkeypatch, capsys):
+    """The environments persist (--envs): one whose torch is the release is used as it is."""
+    python = tr.env_dir(tmp_path, "2.12.1") / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text("#!/bin/sh\necho 2.12.1\n")  # what importlib.metadata says of its torch
+    python.chmod(0o755)
+    made = []
+    monkeypatch.setattr(tr, "make_env", lambda base, where, version: made.append(version))
+    monkeypatch.setattr(tr, "share_files", lambda envs: None)
+    assert tr.ensure_env(sys.executable, tmp_path, "2.12.1") == str(python) and made == []
+    assert "(kept)" in capsys.readouterr().out
+    assert tr.ensure_env(sys.executable, tmp_path, "2.12.1", reinstall=True) == str(python) and made == ["2.12.1"]
+    assert tr.ensure_env(sys.executable, tmp_path, "2.13.0") and made == ["2.12.1", "2.13.0"]
+    assert tr.ENVS.parts[-2:] == ("relu-flydsl", "torch-envs") and not tr.ENVS.is_relative_to(tr.ROOT)
 
 
 def test_the_table_has_a_row_per_release_and_says_what_failed():
