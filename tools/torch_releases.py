@@ -48,7 +48,9 @@ The record goes to releases/torch/v<N>.json (N: build.toml's version; the record
 already released, releases/v<N>.json, is not overwritten); a table
 is printed at the end. Exit status 1, naming each release and why, when a release failed, was
 not bit-exact, or the compiled entry did not load or serve on a torch it supports (2.10 on).
-A whole run (7 releases, environments already made) takes about 10 minutes on 2 cores.
+A whole run of 7 releases, the environments already made, takes 10-15 minutes on 2 cores;
+run it on a quiet machine: other work there widens the ranges (the record keeps each release's
+load average).
 """
 
 import argparse
@@ -499,8 +501,13 @@ def check_release(python, variant=VARIANT, runs=RUNS, rounds=ROUNDS, calls=CALLS
     say(f"  probe: loaded {result['loaded']} ({result['reason'] or result['allocation']}); "
         f"bit-exact {result['bit_exact']} over {len(cases)} cases; entry served {result['entry_served']} "
         f"({time.monotonic() - t0:.0f} s)")
-    t0 = time.monotonic()
+    t0, load = time.monotonic(), os.getloadavg()[0]
     result.update(measure(python, variant, status["loaded"], runs, rounds, calls))
+    # the machine's 1-minute load average before and after: other work there widens the ranges
+    result["load_average"] = [round(load, 2), round(os.getloadavg()[0], 2)]
+    if max(result["load_average"]) > (os.cpu_count() or 1):
+        say(f"  the machine was busy (load average {result['load_average']} on {os.cpu_count()} cores): "
+            "the ranges are wider than on a quiet one")
     for name in ("host", "host_entry_off"):
         if name in result:
             h = result[name]
@@ -619,7 +626,8 @@ def make_record(old, results, found, command, merged=True, variant=VARIANT, runs
                      "benchmarks/host_overhead.py's modelled device query at the device hook, RELU_FLYDSL_CANARY=0; "
                      f"{runs} runs (processes) of {rounds} rounds x {calls} calls, rows interleaved; a run's ratio "
                      "is the ratio of its medians, each ratio given as its range over the runs; host_entry_off: "
-                     f"{ENTRY_OFF}=0. A shared machine: expect a few percent between runs",
+                     f"{ENTRY_OFF}=0; load_average: the machine's 1-minute load before and after a release's runs "
+                     f"({os.cpu_count()} cores)",
         "runs": runs, "rounds": rounds, "calls": calls,
         "index_versions": found if found is not None else (old or {}).get("index_versions"),
         "releases": merge(old, results, entry_sha256(variant)) if merged else results,
