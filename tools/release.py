@@ -1,6 +1,6 @@
 """Release relu-flydsl version N to branch `vN` of the Hub kernel repo.
 
-    .venv/bin/python tools/release.py --dry-run      build, check, print branch + files; no network, writes nothing
+    .venv/bin/python tools/release.py --dry-run      build, check, print branch + files; no network, writes only relu-build/
     .venv/bin/python tools/release.py --record-only  build, check, write CHANGELOG entry + releases/vN.json
     HF_TOKEN=... .venv/bin/python tools/release.py   the above, then upload to branch vN (and the card to main)
 
@@ -72,8 +72,9 @@ class ReleaseError(RuntimeError):
 
 # Symbols an earlier release promised for a version: that version must export them.
 # verify_digest (version 1's verify_variant renamed) joins __all__ with version 2; version 4 adds the
-# health check (status, explain) and makes the digest check's error public.
-PROMISED_ADDITIONS = {2: ("verify_digest",), 4: ("VariantVerificationError", "explain", "status")}
+# health check (status, explain) and makes the digest check's error public; version 5 ships the
+# hardware check (check), which its card and README give as the post-upgrade check.
+PROMISED_ADDITIONS = {2: ("verify_digest",), 4: ("VariantVerificationError", "explain", "status"), 5: ("check",)}
 # What the versioning rules compare: manifest key -> what it is called in messages.
 SURFACES = (("all", "public symbols"), ("dtypes", "dtypes"), ("rungs", "rungs"))
 
@@ -506,7 +507,8 @@ def main(argv=None):
     infos = upload(HfApi(token=os.environ["HF_TOKEN"]), out, manifest)
     for info in infos:
         print(f"committed {getattr(info, 'oid', info)}: {getattr(info, 'commit_url', '')}")
-    print(f"released {manifest['repo_id']} {manifest['branch']}: get_kernel({manifest['repo_id']!r}, version={manifest['version']})")
+    print(f"released {manifest['repo_id']} {manifest['branch']}: get_kernel({manifest['repo_id']!r}, version={manifest['version']}); "
+          f"source tree {release_identity.source_url(config)}")
     return 0
 
 
