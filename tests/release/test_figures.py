@@ -509,46 +509,14 @@ def test_the_crossover_claim_is_the_models_crossing():
     assert (min(crossings), max(crossings)) == tuple(_claims.HOST_TIME_CROSSOVER_MB), (crossings, _claims.HOST_TIME_CROSSOVER_MB)
 
 
-def test_the_no_entry_cost_claim_is_the_tables_and_the_records():
-    """docs/benchmarks.md's Current numbers row states the claim; once the torch-release record the
-    claim names exists, the claim is its ranges over runs for the release the entry does not load on."""
-    import json
-
+def test_the_no_entry_cost_claim_is_the_current_numbers_row():
+    """docs/benchmarks.md's Current numbers rows state the claim (test_torch_releases.py holds the
+    claim to the newest torch-release record)."""
     from relu_flydsl import _claims
 
     table = table_ratios()
     assert table[("without the entry", "relu(x, out=y)")] == tuple(_claims.NO_ENTRY_COST["out"]), table
     assert table.get(("without the entry", "relu(x)")) == tuple(_claims.NO_ENTRY_COST["new"]), table
-    record = ROOT / _claims.NO_ENTRY_COST_RECORD
-    version = tomllib.loads((ROOT / "build.toml").read_text())["general"]["version"]
-    if not record.exists():
-        recorded_for = int(re.search(r"v(\d+)\.json$", _claims.NO_ENTRY_COST_RECORD)[1])
-        assert version < recorded_for, (f"build.toml is at version {version}: record {_claims.NO_ENTRY_COST_RECORD} "
-                                        "(tools/torch_releases.py) before releasing; NO_ENTRY_COST is provisional")
-        pytest.xfail(f"{_claims.NO_ENTRY_COST_RECORD} is not recorded yet: NO_ENTRY_COST is provisional")
-    data = json.loads(record.read_text())
-    ranges = no_entry_ranges(data)
-    assert ranges == {"out": tuple(_claims.NO_ENTRY_COST["out"]), "new": tuple(_claims.NO_ENTRY_COST["new"])}, (
-        f"{_claims.NO_ENTRY_COST_RECORD} gives {ranges}; _claims.NO_ENTRY_COST says {_claims.NO_ENTRY_COST}")
-
-
-def no_entry_ranges(record: dict) -> dict:
-    """{"out": (lo, hi), "new": (lo, hi)} over the runs of every release in a torch-release record
-    where the compiled entry did not load, rounded to one decimal (as the claim is written). The record's shape: releases[] with `loaded` and `host`, whose runs are a
-    list of {pair: ratio} (`host["runs"]`) or, in older records, the ratios themselves."""
-    pairs = {"out": "relu(x, out=y) / torch.clamp_min(x, 0, out=y)", "new": "relu(x) / torch.relu(x)"}
-    values = {key: [] for key in pairs}
-    for release in record["releases"]:
-        if release.get("loaded"):
-            continue
-        host = release.get("host") or {}
-        runs = host.get("runs") or [host]
-        for run in runs:
-            for key, pair in pairs.items():
-                if pair in run:
-                    values[key].append(float(run[pair]))
-    assert all(values.values()), f"the record has no host ratios where the entry did not load: {values}"
-    return {key: (round(min(v), 1), round(max(v), 1)) for key, v in values.items()}
 
 
 @pytest.mark.vgpu
