@@ -372,7 +372,7 @@ def test_version_5_names_are_described_once_public(card, variant):
     template = env.from_string((ROOT / "CARD.md.j2").read_text())
     with_check = template.render(**dict(plain, public_api=sorted(set(plain["public_api"]) | {"check"})))
     without = template.render(**dict(plain, public_api=[n for n in plain["public_api"] if n != "check"]))
-    for marker in ("- `check(", 'arch="gfx950"', "After every upgrade, on the MI350X", "nothing was tested"):
+    for marker in ("- `check`: `check(", 'arch="gfx950"', "After every upgrade, on the MI350X", "nothing was tested"):
         assert marker in with_check and marker not in without, marker
 
 
