@@ -1,10 +1,12 @@
 """Release relu-flydsl version N to branch `vN` of the Hub kernel repo.
 
-    .venv/bin/python tools/release.py --dry-run      build, check, print branch + files; no network, writes nothing
+    .venv/bin/python tools/release.py --dry-run      build, check, print branch + files; no network, writes only relu-build/
     .venv/bin/python tools/release.py --record-only  build, check, write CHANGELOG entry + releases/vN.json
     HF_TOKEN=... .venv/bin/python tools/release.py   the above, then upload to branch vN (and the card to main)
 
-N is build.toml's [general] version (the single source). Steps:
+N is build.toml's [general] version (the single source); where the release lives is
+build.toml's [general.hub] repo-id (the one setting: tools/release_identity.py derives the
+repository's address, the branch and the source tree's address from it). Steps:
   1. build relu-build/ (tools/build_variant.py) for N;
   2. check the kernels versioning rules against the last recorded release
      (releases/v*.json): the public API is `__all__` of the variant's
@@ -15,14 +17,17 @@ N is build.toml's [general] version (the single source). Steps:
      add the symbols promised for it (PROMISED_ADDITIONS);
   3. write the CHANGELOG.md entry for N (kept if present) and releases/vN.json
      (version, branch, __all__, dtypes, rungs, the variant digest from metadata.json);
-  4. upload with huggingface_hub's own steps, repo_type="kernel": create_repo and
+  4. put the source tree into relu-build/source/: the files git carries (tracked, and
+     untracked ones it does not ignore) as they are on disk, so the tree the variant was built
+     from, with this release's record, travels with it; the card links there and nowhere else
+     (every link is checked against the upload's files before anything is sent);
+  5. upload with huggingface_hub's own steps, repo_type="kernel": create_repo and
      create_branch (exist_ok), then HfApi.upload_folder(revision=vN,
      allow_patterns=..., delete_patterns=...): build/torch-rocm/**, benchmarks/**,
-     README.md (the card) and LICENSE, deleting files a previous upload left under
-     build/torch-rocm/ and benchmarks/; then HfApi.upload_file puts the card as
-     README.md on main (the Hub page shows main; kernel-builder's `upload` does
-     the same). With hf_xet installed, upload_folder may split a large folder into
-     several commits; this one is about a hundred small files.
+     source/**, README.md (the card) and LICENSE, deleting files a previous upload left
+     under build/torch-rocm/, benchmarks/ and source/; then HfApi.upload_file puts the card
+     as README.md on main (the Hub page shows main; kernel-builder's `upload` does the same).
+     With hf_xet installed, upload_folder may split a large folder into several commits.
 
 --dry-run prints the operations those calls make, computed with huggingface_hub's
 own pattern filter (`filter_repo_objects`) and the same patterns; the files that
@@ -39,22 +44,26 @@ import json
 import os
 import re
 import sys
+import shutil
+import subprocess
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import build_variant
+import release_identity
 
 ROOT = build_variant.ROOT
 RELEASES = ROOT / "releases"
 CHANGELOG = ROOT / "CHANGELOG.md"
 REPO_TYPE = "kernel"
 MAIN_BRANCH = "main"
+SOURCE = release_identity.SOURCE_DIR
 # What upload_folder sends from relu-build/ (huggingface_hub's fnmatch patterns: `*` spans `/`).
-ALLOW_PATTERNS = (f"build/{build_variant.VARIANT}/*", "benchmarks/*", "README.md", "LICENSE")
+ALLOW_PATTERNS = (f"build/{build_variant.VARIANT}/*", "benchmarks/*", f"{SOURCE}/*", "README.md", "LICENSE")
 IGNORE_PATTERNS = ("*/__pycache__/*", "*.pyc")
 # Folders of the version branch this tool owns: files in them that this build lacks are deleted.
-DELETE_PATTERNS = (f"build/{build_variant.VARIANT}/*", "benchmarks/*")
+DELETE_PATTERNS = (f"build/{build_variant.VARIANT}/*", "benchmarks/*", f"{SOURCE}/*")
 
 
 class ReleaseError(RuntimeError):
@@ -63,8 +72,9 @@ class ReleaseError(RuntimeError):
 
 # Symbols an earlier release promised for a version: that version must export them.
 # verify_digest (version 1's verify_variant renamed) joins __all__ with version 2; version 4 adds the
-# health check (status, explain) and makes the digest check's error public.
-PROMISED_ADDITIONS = {2: ("verify_digest",), 4: ("VariantVerificationError", "explain", "status")}
+# health check (status, explain) and makes the digest check's error public; version 5 ships the
+# hardware check (check), which its card and README give as the post-upgrade check.
+PROMISED_ADDITIONS = {2: ("verify_digest",), 4: ("VariantVerificationError", "explain", "status"), 5: ("check",)}
 # What the versioning rules compare: manifest key -> what it is called in messages.
 SURFACES = (("all", "public symbols"), ("dtypes", "dtypes"), ("rungs", "rungs"))
 
@@ -92,7 +102,8 @@ def ladder_rungs(variant: Path) -> list:
 
 def digest_fingerprint(digest: dict) -> str:
     """One sha256 over the variant's per-file digest: the package's own
-    `_verify.digest_fingerprint`, the value `verify_digest()` returns."""
+    `_verify.digest_fingerprint`, the value `verify_digest()` returns (for a built
+    variant folder: release_identity.fingerprint, which the card prints)."""
     spec = importlib.util.spec_from_file_location("_relu_release_verify", build_variant.PACKAGE / "_verify.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -109,8 +120,8 @@ def manifest_for(out: Path) -> dict:
         raise ReleaseError(f"{variant}/metadata.json has version {metadata['version']}, build.toml has {version}: rebuild")
     return {
         "version": version,
-        "repo_id": config["general"]["hub"]["repo-id"],
-        "branch": f"v{version}",
+        "repo_id": release_identity.repo_id(config),
+        "branch": release_identity.branch(config),
         "variant": build_variant.VARIANT,
         "kernel_id": metadata["id"],
         "all": public_api(variant),
@@ -265,6 +276,61 @@ def version_problems(out: Path, root: Path = ROOT) -> list:
     return [f"build.toml version is {version}, but {p}" for p in problems]
 
 
+# ---- the source tree and the card's links ----------------------------------------
+class SourceError(ReleaseError):
+    pass
+
+
+def source_files(root: Path = ROOT) -> list:
+    """The files git carries in `root`: tracked and untracked-but-not-ignored, as on disk
+    (a tracked file deleted on disk is left out). Symbolic links are left out: the Hub
+    stores none (torch-ext/relu_flydsl/flash_relu_rocm is one; docs/development.md says so)."""
+    try:
+        listing = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                                 cwd=root, capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as e:
+        detail = getattr(e, "stderr", b"") or b""
+        raise SourceError(f"{root} is not a git checkout: the source tree is what git carries there "
+                          f"({detail.decode(errors='replace').strip() or e})") from e
+    names = sorted({n for n in listing.decode().split("\0") if n})
+    return [n for n in names if (root / n).is_file() and not (root / n).is_symlink()]
+
+
+def export_source(out: Path, root: Path = ROOT) -> int:
+    """Replace out/source/ by the source tree of `root` (source_files); returns the file count."""
+    dest = out / SOURCE
+    shutil.rmtree(dest, ignore_errors=True)
+    files = source_files(root)
+    for name in files:
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(root / name, dest / name)
+    return len(files)
+
+
+LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def card_link_problems(card: str, plan: "UploadPlan", config: dict) -> list:
+    """Every link of the card must lead to what this release uploads to its version branch:
+    `<repository>/tree/vN/<folder>` a folder holding uploaded files, `<repository>/blob/vN/<file>`
+    an uploaded file. Any other address (another owner, branch or site) is a problem: the card
+    is read where nothing else can be checked."""
+    base = release_identity.repo_url(config)
+    branch = release_identity.branch(config)
+    sent = {op.path_in_repo for c in plan.commits if c.branch == branch for op in c.operations
+            if type(op).__name__ == "CommitOperationAdd"}
+    problems = []
+    for target in LINK.findall(card):
+        m = re.fullmatch(rf"{re.escape(base)}/(tree|blob)/{re.escape(branch)}/(.+?)/?", target.split("#")[0])
+        if not m:
+            problems.append(f"{target}: not a file or folder of {base} branch {branch}")
+        elif m[1] == "blob" and m[2] not in sent:
+            problems.append(f"{target}: the release uploads no file {m[2]}")
+        elif m[1] == "tree" and not any(p.startswith(m[2] + "/") for p in sent):
+            problems.append(f"{target}: the release uploads nothing under {m[2]}/")
+    return problems
+
+
 # ---- the upload plan --------------------------------------------------------
 @dataclass
 class Commit:
@@ -398,11 +464,19 @@ def main(argv=None):
     if not check.ok:
         return 2
 
+    config = build_variant.read_build_toml()
     if args.dry_run:
-        print(describe_plan(plan_release(out, manifest)))
+        try:
+            print(f"source tree: {export_source(out)} files into {out.name}/{SOURCE}/")
+        except SourceError as e:
+            print(f"REFUSED: {e}", file=sys.stderr)
+            return 2
+        plan = plan_release(out, manifest)
+        print(describe_plan(plan))
         # The upload re-checks every place that states the version after recording the
         # CHANGELOG entry and manifest; say now what it would find unless they are recorded.
         pending = [p for p in version_problems(out) if "CHANGELOG" not in p and "releases/" not in p]
+        pending += [f"the card links {p}" for p in card_link_problems((out / "README.md").read_text(), plan, config)]
         for p in pending:
             print(f"the upload would REFUSE: {p}")
         print(f"variant digest {manifest['digest_fingerprint']}; dry run: only {out.name}/ was (re)built; "
@@ -419,12 +493,22 @@ def main(argv=None):
     if problems:
         print("REFUSED: the release number disagrees:\n  " + "\n  ".join(problems), file=sys.stderr)
         return 2
+    try:
+        print(f"source tree: {export_source(out)} files into {out.name}/{SOURCE}/ (with this release's record)")
+    except SourceError as e:
+        print(f"REFUSED: {e}", file=sys.stderr)
+        return 2
+    links = card_link_problems((out / "README.md").read_text(), plan_release(out, manifest), config)
+    if links:
+        print("REFUSED: the card links what this release does not upload:\n  " + "\n  ".join(links), file=sys.stderr)
+        return 2
     from huggingface_hub import HfApi
 
     infos = upload(HfApi(token=os.environ["HF_TOKEN"]), out, manifest)
     for info in infos:
         print(f"committed {getattr(info, 'oid', info)}: {getattr(info, 'commit_url', '')}")
-    print(f"released {manifest['repo_id']} {manifest['branch']}: get_kernel({manifest['repo_id']!r}, version={manifest['version']})")
+    print(f"released {manifest['repo_id']} {manifest['branch']}: get_kernel({manifest['repo_id']!r}, version={manifest['version']}); "
+          f"source tree {release_identity.source_url(config)}")
     return 0
 
 

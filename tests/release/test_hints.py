@@ -16,7 +16,10 @@ A hint is a command form: `python ... X.py`, `python -m MOD`, `bash X.sh`, `kern
 How each form is checked, from `env -i` (a fresh shell: the system PATH, no .venv on it,
 like a new terminal on stock Debian, which has `python3` but no `python`):
   - the program must be `.venv/bin/...` or `bash` (the README's rule: commands run in
-    .venv; bare `python`, `pytest`, `kernels` are not on a fresh shell's PATH);
+    .venv; bare `python`, `pytest`, `kernels` are not on a fresh shell's PATH), except the
+    package's own command line, `python -m relu_flydsl ...` (INSTALLED): it addresses the
+    interpreter that has the package installed (a serving machine's), and is checked with
+    this checkout's (`.venv/bin/python -m relu_flydsl --help`, the development install);
   - python scripts and modules, kernels and hf subcommands run with `--help`: exit 0;
   - `bash X` is syntax-checked (`bash -n X`: the file exists and parses). Running them
     would run the set-up, the suite or CI from inside the suite.
@@ -50,6 +53,13 @@ COMMAND = re.compile(
     r"(?P<rest>[^\n`\]\"'|;)]*)"
 )
 FRESH_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Forms that name the installed package, run by whichever interpreter has it: checked with .venv's.
+INSTALLED = {"-m relu_flydsl"}
+
+
+def installed_form(form):
+    prog, target = form.split(" ", 1)
+    return prog in ("python", "python3") and target in INSTALLED
 
 
 def _python_strings(path):
@@ -148,16 +158,26 @@ def check_form(form):
     prog, target = form.split(" ", 1)
     if prog.endswith(("bash", "sh")):
         return f"{prog} -n {shlex.quote(target)}"
+    if installed_form(form):
+        prog = ".venv/bin/python"
     return f"{prog} {target} --help"
 
 
 def test_the_scan_finds_hints():
     """Guards the scanner: without these it would pass by finding nothing."""
     assert "bash main.sh" in HINTS, sorted(HINTS)
+    assert "python -m relu_flydsl" in HINTS, sorted(HINTS)  # the installed package's check, in the README
     assert sum(f.startswith(".venv/bin/python ") for f in HINTS) >= 5, sorted(HINTS)
     assert any(f.startswith(".venv/bin/kernels ") for f in HINTS), sorted(HINTS)
     sources = {where.split(":")[0] for wheres in HINTS.values() for where in wheres}
     assert "README.md" in sources and any(s.endswith(".py") for s in sources), sources
+
+
+def test_the_installed_package_exception_is_narrow():
+    assert installed_form("python -m relu_flydsl") and installed_form("python3 -m relu_flydsl")
+    assert check_form("python -m relu_flydsl") == ".venv/bin/python -m relu_flydsl --help"
+    for form in ("python tools/release.py", "python -m benchmarks.ladder", "pytest -m hardware", "kernels benchmark"):
+        assert not installed_form(form), form
 
 
 def test_the_no_gpu_report_was_scanned():
@@ -170,7 +190,7 @@ def test_the_no_gpu_report_was_scanned():
 def test_hint_works_in_a_fresh_shell(form):
     where = ", ".join(sorted(set(HINTS[form]))[:6])
     prog = form.split(" ", 1)[0]
-    assert prog.startswith(".venv/bin/") or prog == "bash", (
+    assert prog.startswith(".venv/bin/") or prog == "bash" or installed_form(form), (
         f"`{form}` (printed at {where}) does not run from a fresh shell: `{prog}` is not on its PATH "
         f"(stock Debian has no `python`); write `.venv/bin/{prog.rsplit('/', 1)[-1]}` or `bash`")
     command = check_form(form)

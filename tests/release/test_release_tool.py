@@ -36,6 +36,7 @@ def _needs_a_releasable_tree():
 def built(tmp_path_factory):
     out = tmp_path_factory.mktemp("rel") / "relu-build"
     release.build_variant.build(out)
+    release.export_source(out)
     return out, release.manifest_for(out)
 
 
@@ -120,19 +121,25 @@ def test_dry_run_lists_exactly_what_the_upload_sends(built, capsys, recording):
             "build/torch-rocm/code_objects/manifest.json", "README.md", "LICENSE"} <= files
     objects = out / "build" / "torch-rocm" / "code_objects"
     assert {f"build/torch-rocm/code_objects/{p.name}" for p in objects.iterdir()} <= files  # every code object ships
-    assert all(p.startswith(("build/torch-rocm/", "benchmarks/")) or p in ("README.md", "LICENSE") for p in files)
+    # the source tree the card links to: what git carries here, this release's record included
+    assert {f"source/{p}" for p in release.source_files()} <= files
+    assert {"source/README.md", "source/CHANGELOG.md", "source/docs/releases.md", "source/tools/release.py",
+            "source/tests/hardware/run.sh", "source/build.toml"} <= files
+    assert all(p.startswith(("build/torch-rocm/", "benchmarks/", "source/")) or p in ("README.md", "LICENSE") for p in files)
+    assert "source tree: " in printed and "the upload would REFUSE" not in printed
     assert not any("__pycache__" in p or p.endswith(".pyc") for p in files)
     assert [r[2] for r in sent if r[0] == "main"] == ["README.md"]
 
 
 def test_upload_to_an_existing_branch_deletes_stale_files_only_in_its_folders(built, recording):
     out, manifest = built
-    stale = ["build/torch-rocm/old_module.py", "benchmarks/old.py", "build/torch-cuda/x.py", ".gitattributes"]
-    existing = stale + ["build/torch-rocm/__init__.py"]
+    stale = ["build/torch-rocm/old_module.py", "benchmarks/old.py", "source/old_tool.py", "build/torch-cuda/x.py",
+             ".gitattributes"]
+    existing = stale + ["build/torch-rocm/__init__.py", "source/README.md"]
     api = recording(files=existing)
     release.upload(api, out, manifest)
     deleted = [r[2] for r in _sent(api) if r[1] == "delete"]
-    assert deleted == ["build/torch-rocm/old_module.py", "benchmarks/old.py"]
+    assert deleted == ["build/torch-rocm/old_module.py", "benchmarks/old.py", "source/old_tool.py"]
     planned = release.plan_release(out, manifest, existing)  # the same selection, computed without the Hub
     assert [(r[0], r[1], r[2]) for r in _sent(api)] == [
         (c.branch, "delete" if type(op).__name__ == "CommitOperationDelete" else "add", op.path_in_repo)
@@ -369,3 +376,92 @@ def test_documented_kernels_commands_match_the_installed_cli(built):
 def test_a_wrong_command_form_is_caught(form, words):
     problems = _check_form(shlex.split(form))
     assert problems and words in problems[0], problems
+
+
+# ---- where the release lives, the source tree, the card's links -------------------------------
+def test_one_setting_names_where_the_release_lives():
+    """build.toml's repo-id is the only place the owner is written: the repository's address, the
+    branch and the source tree's address (the card's links, metadata.json `source`) derive from it."""
+    import tomllib
+
+    from huggingface_hub import constants
+
+    import release_identity
+
+    text = (ROOT / "build.toml").read_text()
+    config = tomllib.loads(text)
+    repo_id = config["general"]["hub"]["repo-id"]
+    assert text.count(repo_id.split("/")[0] + "/") == 1, "the owner is written more than once in build.toml"
+    assert "source" not in config["general"], "a second setting of the source address"
+    assert release_identity.URL_PREFIX == constants.REPO_TYPES_URL_PREFIXES["kernel"]
+    assert release_identity.ENDPOINT == constants.ENDPOINT
+    url = f"{constants.ENDPOINT}/{constants.REPO_TYPES_URL_PREFIXES['kernel']}{repo_id}/tree/v{VERSION}/source"
+    assert release_identity.source_url(config) == url == release.build_variant.SOURCE_URL
+    other = {**config, "general": {**config["general"], "hub": {"repo-id": "someone/relu-flydsl"}}}
+    assert release_identity.source_url(other).startswith(f"{constants.ENDPOINT}/kernels/someone/relu-flydsl/")
+
+
+def test_the_metadata_records_the_source_tree(built):
+    import json
+
+    out, _ = built
+    metadata = json.loads((out / "build" / "torch-rocm" / "metadata.json").read_text())
+    assert metadata["source"] == release.build_variant.SOURCE_URL
+
+
+def test_the_card_links_only_what_the_release_uploads(built):
+    out, manifest = built
+    config = release.build_variant.read_build_toml()
+    card = (out / "README.md").read_text()
+    plan = release.plan_release(out, manifest)
+    links = release.LINK.findall(card)
+    assert len(links) >= 2, links  # the scan found the card's links
+    assert release.card_link_problems(card, plan, config) == []
+    # and can fail: another site, a file or folder the release does not upload, another branch
+    base = release.release_identity.repo_url(config)
+    bad = (f"[a](https://github.com/org/relu-flydsl) [b]({base}/blob/{BRANCH}/source/docs/nope.md) "
+           f"[c]({base}/tree/{BRANCH}/source/nope) [d]({base}/tree/v0/source) [e]({base}/blob/{BRANCH}/source/README.md)")
+    problems = release.card_link_problems(bad, plan, config)
+    assert [p.split(":", 2)[0] + ":" + p.split(":", 2)[1] for p in problems] == [
+        "https://github.com/org/relu-flydsl", f"{base}/blob/{BRANCH}/source/docs/nope.md",
+        f"{base}/tree/{BRANCH}/source/nope", f"{base}/tree/v0/source"], problems
+    without_source = release.UploadPlan(plan.repo_id, plan.version, [
+        release.Commit(c.branch, [op for op in c.operations if not op.path_in_repo.startswith("source/")], c.message)
+        for c in plan.commits])
+    assert release.card_link_problems(card, without_source, config), "a card linking a tree the release lacks passed"
+
+
+def _git(cwd, *args):
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                   env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+                        "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin", "HOME": "/nonexistent"})
+
+
+def test_the_source_tree_is_what_git_carries(tmp_path):
+    root = tmp_path / "checkout"
+    (root / "docs").mkdir(parents=True)
+    for name, text in {"README.md": "r", "docs/a.md": "a", "gone.py": "g", ".gitignore": "ignored.txt\nbuild/\n",
+                       "ignored.txt": "i"}.items():
+        (root / name).write_text(text)
+    (root / "link").symlink_to("docs")
+    _git(root, "init", "-q")
+    _git(root, "add", "README.md", "docs/a.md", "gone.py", ".gitignore", "link")
+    _git(root, "commit", "-qm", "x")
+    (root / "gone.py").unlink()                 # tracked, deleted on disk
+    (root / "docs" / "a.md").write_text("a2")   # tracked, changed on disk: the tree as built
+    (root / "new.py").write_text("n")           # untracked, not ignored
+    (root / "build").mkdir()
+    (root / "build" / "out.bin").write_text("b")  # ignored
+    assert release.source_files(root) == [".gitignore", "README.md", "docs/a.md", "new.py"]
+    out = tmp_path / "relu-build"
+    (out / "source" / "stale").mkdir(parents=True)
+    assert release.export_source(out, root) == 4
+    assert sorted(str(p.relative_to(out / "source")) for p in (out / "source").rglob("*") if p.is_file()) == [
+        ".gitignore", "README.md", "docs/a.md", "new.py"]
+    assert (out / "source" / "docs" / "a.md").read_text() == "a2"
+
+
+def test_no_source_tree_without_git(tmp_path):
+    (tmp_path / "README.md").write_text("r")
+    with pytest.raises(release.SourceError, match="not a git checkout"):
+        release.source_files(tmp_path)
