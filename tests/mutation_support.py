@@ -400,7 +400,7 @@ DISPATCH_MUTANTS = (
 # a module's MUTANTS (patched copies), SCENARIOS (name -> scenario, as the scenario files'),
 # KNOWN_BUGS and CHECK_MUTANTS (weakened checks; CheckMutant is defined below, so they are
 # added there).
-AREA_MODULES = ("mutants_entry", "mutants_general", "mutants_status", "mutants_check")
+AREA_MODULES = ("mutants_entry", "mutants_general", "mutants_status", "mutants_check", "mutants_release")
 
 
 def _areas():

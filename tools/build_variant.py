@@ -28,6 +28,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import release_identity
 from flash_relu_rocm import build as objects  # rungs -> code objects
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,10 +37,9 @@ VARIANT = "torch-rocm"
 BUILDER = "tools/build_variant.py"
 LICENSE = ROOT / "LICENSE"
 CARD_TEMPLATE = ROOT / "CARD.md.j2"
-# build.toml's [general] source: the source repository (the card links to it,
-# metadata.json records it). A placeholder, like the Hub owner `org` in repo-id,
-# until the first upload.
-SOURCE_URL = tomllib.loads((ROOT / "build.toml").read_text())["general"]["source"]
+# The source tree the release carries on its Hub branch (the card links to it, metadata.json
+# records it): derived from build.toml's repo-id and version, the one setting (release_identity).
+SOURCE_URL = release_identity.source_url(tomllib.loads((ROOT / "build.toml").read_text()))
 
 
 def _load_by_path(name: str, path: Path):
@@ -145,7 +145,7 @@ def write_metadata(variant: Path, config: dict, unique_id: str) -> dict:
         "id": f"_{general['name'].replace('-', '_')}_rocm_{unique_id}",
         "version": general["version"],
         "license": general["license"],
-        "source": general["source"],
+        "source": release_identity.source_url(config),
         "python-depends": [],  # the variant imports only the standard library, torch and itself
         "backend": {"type": "rocm", "archs": list(config["torch-noarch"]["rocm_archs"])},
         "digest": {"algorithm": str(digest.algorithm).lower(), "files": dict(digest.files)},
@@ -194,7 +194,8 @@ def card_variables(config: dict, variant: Path) -> dict:
     return {
         "version": general["version"],
         "repo_id": general["hub"]["repo-id"],
-        "source_url": SOURCE_URL,
+        "source_url": release_identity.source_url(config),
+        "fingerprint": release_identity.fingerprint(variant),
         "public_api": public_api(variant),
         "dtypes": supported_dtypes(variant),
         "archs": list(config["torch-noarch"]["rocm_archs"]),

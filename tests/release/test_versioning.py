@@ -57,11 +57,11 @@ def test_card_front_matter_and_api(built):
     assert "code_objects/manifest.json" in card and "Nothing compiles or links" in card
 
 
-def _render(template_text, **drop):
+def _render(template_text, variant, **drop):
     import jinja2
 
     config = release.build_variant.read_build_toml()
-    variables = release.build_variant.card_variables(config, ROOT / "torch-ext" / "relu_flydsl")
+    variables = release.build_variant.card_variables(config, variant)
     for name in drop:
         del variables[name]
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
@@ -75,12 +75,13 @@ def test_card_is_a_jinja_template_rendered_by_the_build(built):
     import jinja2
 
     template = (ROOT / "CARD.md.j2").read_text()
-    card = _render(template)
+    variant = built / "build" / "torch-rocm"
+    card = _render(template, variant)
     assert (built / "README.md").read_text() == card
     for leftover in ("{{", "}}", "{%", "%}", "{#", "#}", "{version}", "{card_body}"):
         assert leftover not in card, f"unrendered {leftover!r} in the card"
     with pytest.raises(jinja2.UndefinedError, match="source_url"):
-        _render(template, source_url=None)
+        _render(template, variant, source_url=None)
 
 
 def test_card_content(built):

@@ -1,0 +1,35 @@
+"""Mutants of the release tooling (tools/release.py, tools/release_identity.py,
+tools/torch_releases.py): each a CheckMutant killed by one real test.
+
+See tests/mutation_support.py.
+"""
+
+from mutant_types import CheckMutant, Mutant  # noqa: F401  (the kinds this catalogue holds)
+
+MUTANTS = ()
+SCENARIOS = {}
+KNOWN_BUGS = {}
+
+_TR, _REL, _ID = "tools/torch_releases.py", "tools/release.py", "tools/release_identity.py"
+_TRT, _RT = "test_torch_releases", "test_release_tool"
+CHECK_MUTANTS = (
+    CheckMutant("torch-releases-unloaded-entry-passes",
+                "torch_releases: a supported torch where the entry did not load is not reported", _TR, "problems",
+                "found.append(f\"{where}: the compiled entry did not load: {r['reason']}\")", "pass",
+                (_TRT, "test_a_supported_torch_where_the_entry_does_not_load_is_named_with_its_reason", {})),
+    CheckMutant("torch-releases-exit-zero", "torch_releases: exit status 0 whatever it found", _TR, "main",
+                "return 1 if bad else 0", "return 0",
+                (_TRT, "test_the_tool_exits_non_zero_naming_the_release_and_reason", {})),
+    CheckMutant("torch-releases-2-10-unsupported", "torch_releases: torch 2.10 not counted as supported", _TR,
+                "supported", "t[:2] >= LOWEST", "t[:2] > LOWEST",
+                (_TRT, "test_a_supported_torch_where_the_entry_does_not_load_is_named_with_its_reason", {})),
+    CheckMutant("torch-releases-range-first-run", "torch_releases: a ratio's range is the first run's ratio", _TR,
+                "summarise", '[min(d["ratios"][pair] for d in done), max(d["ratios"][pair] for d in done)]',
+                '[done[0]["ratios"][pair]] * 2',
+                (_TRT, "test_a_run_ratio_is_its_medians_ratio_and_the_range_spans_the_runs", {})),
+    CheckMutant("release-source-tracked-only", "release: the source tree is the tracked files only", _REL,
+                "source_files", '["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"]',
+                '["git", "ls-files", "-z", "--cached"]', (_RT, "test_the_source_tree_is_what_git_carries", {})),
+    CheckMutant("release-url-prefix-dropped", "release: the Hub address of a kernel repository without kernels/",
+                _ID, "URL_PREFIX", '"kernels/"', '""', (_RT, "test_one_setting_names_where_the_release_lives", {})),
+)
