@@ -18,12 +18,31 @@ from pathlib import Path
 
 import pytest
 
+from relu_flydsl import __main__ as cli  # imported here: tests/mutants_check.py mutates it before a test runs
+
 ROOT = Path(__file__).resolve().parents[2]
 # the kernels the virtual-device runs check: the default rung's widest bf16 kernel (also the
 # sweep's), the one-element rung in float32 (the mutant's), and int8's 16-wide vector
 PASS_KERNELS = "v5/bfloat16/x8,v1/float32/x1,v4/int8/x16"
 MUTANT_KERNEL = ("v1", "float32", 1)
-FRESH = "check's new output"
+
+def declare_new_outputs(dev, relu, name="check's new output"):
+    """relu() that tells the virtual device about the output relu(x) allocates (the check cannot
+    see it first): declared for the call's launch, forgotten after (the allocator reuses it)."""
+
+    def declared(x, out=None, **kwargs):
+        if out is None:
+            dev.fresh_output(x.numel() * x.element_size(), name=name)
+        try:
+            return relu(x, out=out, **kwargs)
+        finally:
+            dev._fresh = None
+            for memory in dev.memories:
+                for region in [r for r in memory.regions if r.name == name]:
+                    memory.remove(region)
+
+    return declared
+
 
 # Runs in the child: the variant alone (the checkout's folders leave sys.path, and its packages
 # must not be found), loaded as `python FOLDER` loads it; on the virtual gfx950 the device hooks
@@ -58,22 +77,8 @@ if spec["vgpu"]:
     pkg = sys.modules[cli.__package__]
     assert os.path.dirname(os.path.abspath(pkg.__file__)) == folder, pkg.__file__
     serve(dev, pkg)
-    real = pkg.relu
-
-    def relu(x, out=None, **kwargs):
-        """relu(x) allocates its output where the check cannot see it first: declared to the
-        device for the call's launch, forgotten after (the allocator reuses the address)."""
-        if out is None:
-            dev.fresh_output(x.numel() * x.element_size(), name=spec["fresh"])
-        try:
-            return real(x, out=out, **kwargs)
-        finally:
-            dev._fresh = None
-            for memory in dev.memories:
-                for region in [r for r in memory.regions if r.name == spec["fresh"]]:
-                    memory.remove(region)
-
-    pkg.relu = relu
+    exec(spec["helper"])
+    pkg.relu = declare_new_outputs(dev, pkg.relu)
     if spec["sweep"]:  # CPU tensors have no device events: a wall-clock stand-in, tiny shapes
         pkg._check.SWEEP_SHAPES = tuple(tuple(s) for s in spec["sweep"])
         pkg._check.SWEEP_ITERS, pkg._check.SWEEP_WARMUP, pkg._check.SWEEP_ROUNDS = 2, 1, 2
@@ -87,13 +92,16 @@ if spec["vgpu"]:
             return pkg._timing.Timing((time.perf_counter() - t0) / iters)
 
         pkg._timing.time_launches = time_launches
-sys.argv = [folder] + spec["argv"]
-try:
-    runpy.run_path(folder, run_name="__main__")
-    code = 0
-except SystemExit as e:
-    code = e.code
-found = {"code": code}
+codes = []
+for argv in spec["argv"]:  # each as `python FOLDER *argv` runs it
+    sys.argv = [folder] + argv
+    print(f"CHILD-COMMAND {argv}", flush=True)
+    try:
+        runpy.run_path(folder, run_name="__main__")
+        codes.append(0)
+    except SystemExit as e:
+        codes.append(e.code)
+found = {"codes": codes}
 if spec["vgpu"]:
     found["violations"] = [str(v) for v in dev.violations]
     found["errors"] = [f"{type(e).__name__}: {e}" for e in dev.errors]
@@ -101,19 +109,23 @@ print("CHILD-RESULT " + json.dumps(found), flush=True)
 '''
 
 
-def run_variant(folder, argv, cwd, vgpu=False, sweep=None, env=()):
-    """`python FOLDER *argv` in a child process that cannot import the checkout's packages;
-    (exit code, what the child found, stdout, stderr)."""
+def run_variant(folder, commands, cwd, vgpu=False, sweep=None, env=()):
+    """`python FOLDER *argv` for each argv of `commands`, in one child process that cannot import
+    the checkout's packages; (exit codes, what the child found, each command's stdout, stderr)."""
+    import inspect
+
     child = {k: v for k, v in os.environ.items() if not k.startswith("RELU_FLYDSL_") and k != "PYTHONPATH"}
     child.update(env)
-    spec = {"root": str(ROOT), "folder": str(folder), "argv": list(argv), "vgpu": vgpu, "sweep": sweep,
-            "fresh": FRESH}
+    spec = {"root": str(ROOT), "folder": str(folder), "argv": [list(a) for a in commands], "vgpu": vgpu,
+            "sweep": sweep, "helper": inspect.getsource(declare_new_outputs)}
     r = subprocess.run([sys.executable, "-c", CHILD, json.dumps(spec)], cwd=cwd, env=child, capture_output=True,
                        text=True, timeout=600)
     line = next((ln for ln in r.stdout.splitlines() if ln.startswith("CHILD-RESULT ")), None)
     assert line and r.returncode == 0, f"the child failed (exit {r.returncode})" + shown(r)
     found = json.loads(line.split(" ", 1)[1])
-    return found["code"], found, r.stdout.replace(line + "\n", ""), r.stderr
+    outs = [part.split("\n", 1)[1] if "\n" in part else "" for part in
+            r.stdout.replace(line + "\n", "").split("CHILD-COMMAND ")[1:]]
+    return found["codes"], found, outs, r.stderr
 
 
 def shown(r):
@@ -132,9 +144,12 @@ def variant(variant_build):
 
 
 # ---- on the CPU: nothing to test, and it says why -------------------------------------------
-def test_check_from_the_folder_on_the_cpu_exits_2_with_the_reason(variant, tmp_path):
-    code, _, out, err = run_variant(variant, ["check"], tmp_path)
-    assert code == 2, said(out, err)
+def test_the_checks_from_the_folder_on_the_cpu_say_nothing_was_tested_and_why(variant, tmp_path):
+    """`python FOLDER check` exits 2 naming the reason and writes its report in the current
+    folder; `python FOLDER` (the health check) says what it found, and no OK; with
+    --require-gfx950 it exits 2."""
+    codes, _, (out, health, required), err = run_variant(variant, [["check"], [], ["--require-gfx950"]], tmp_path)
+    assert codes == [2, 0, 2], said(out + health, err)
     verdict = out.strip().splitlines()[-1]
     assert verdict.startswith("relu_flydsl check NOT TESTED: nothing was tested: "), said(out, err)
     assert "no HIP runtime (libamdhip64) is loaded" in verdict and "is a CPU-only build, not ROCm" in verdict
@@ -144,22 +159,18 @@ def test_check_from_the_folder_on_the_cpu_exits_2_with_the_reason(variant, tmp_p
     meta = json.loads((variant / "metadata.json").read_text())
     assert report["package"]["name"] == meta["id"] and report["package"]["folder"] == str(variant)
     assert report["package"]["digest"].startswith("verified") and report["package"]["fingerprint"].startswith("sha256:")
-
-
-def test_the_health_check_from_the_folder_says_what_it_found(variant, tmp_path):
-    code, _, out, err = run_variant(variant, [], tmp_path)
-    assert code == 0 and "\nOK" not in out, said(out, err)
-    assert out.strip().splitlines()[-1].startswith("NO GFX950 SERVED: no HIP runtime"), said(out, err)
-    code, _, out, err = run_variant(variant, ["--require-gfx950"], tmp_path)
-    assert code == 2, said(out, err)
+    for text in (health, required):
+        lines = text.strip().splitlines()
+        assert not [ln for ln in lines if ln.startswith("OK")], text
+        assert lines[-1].startswith("NO GFX950 SERVED: no HIP runtime (libamdhip64) is loaded"), text
 
 
 # ---- on the virtual gfx950 ----------------------------------------------------------------
 @pytest.mark.vgpu
 def test_check_passes_on_the_virtual_gfx950(variant, vgpu_device, tmp_path):
     report = tmp_path / "r.json"
-    code, found, out, err = run_variant(variant, ["check", "--kernels", PASS_KERNELS, "-o", str(report)], tmp_path,
-                                        vgpu=True, sweep=[(64, 64)])
+    (code,), found, (out,), err = run_variant(variant, [["check", "--kernels", PASS_KERNELS, "-o", str(report)]],
+                                              tmp_path, vgpu=True, sweep=[(64, 64)])
     assert code == 0, said(out, err)
     assert found["violations"] == [] and found["errors"] == [], found
     doc = json.loads(report.read_text())
@@ -180,7 +191,6 @@ def test_check_passes_on_the_virtual_gfx950(variant, vgpu_device, tmp_path):
     assert "| shape (bfloat16) | v5 | torch | best / torch |" in out.replace("  ", " ") or \
         "shape (bfloat16)" in out, said(out, err)
     assert "relu_flydsl check: bandwidth" in err and "relu_flydsl check: cases" in err  # the progress bars
-    print(out)
 
 
 def mutant_variant(variant, root, name):
@@ -240,9 +250,9 @@ MUTANT_RUNS = {"on": "the kernel path did not run: took fallback/canary failed v
 def test_check_fails_on_a_mutant_kernel_naming_the_cases(off_by_one, tmp_path, canary):
     report = tmp_path / "r.json"
     env = {} if canary == "on" else {"RELU_FLYDSL_CANARY": "0"}
-    code, found, out, err = run_variant(off_by_one, ["check", "--kernels", "v1/float32/x1,v5/bfloat16/x8",
-                                                     "--no-bandwidth", "-o", str(report)], tmp_path, vgpu=True,
-                                        env=env)
+    (code,), found, (out,), err = run_variant(off_by_one, [["check", "--kernels", "v1/float32/x1,v5/bfloat16/x8",
+                                                            "--no-bandwidth", "-o", str(report)]], tmp_path,
+                                              vgpu=True, env=env)
     assert code == 1, said(out, err)
     doc = json.loads(report.read_text())
     failed = [c for c in doc["cases"] if c["result"] == "failed"]
@@ -259,3 +269,91 @@ def test_check_fails_on_a_mutant_kernel_naming_the_cases(off_by_one, tmp_path, c
         new = [c for c in failed if c["out"] == "a new output"]
         assert new and all(c["evidence"].startswith("relu() raised RuntimeError") for c in new), new
         assert found["violations"], "the write past a new output was not seen by the device"
+
+
+# ---- in this process: the checkout's package (the kill tests of tests/mutants_check.py) ------
+# (no fixtures beyond pytest's own and tests/conftest.py's: tests/test_mutations.py runs them)
+def _fresh():
+    """The dispatch state of a fresh process: status() lists a device that earlier tests ran kernels on."""
+    from relu_flydsl._state import STATE
+
+    STATE.reset()
+
+
+def test_check_on_the_cpu_tests_nothing_and_says_why():
+    import relu_flydsl
+
+    _fresh()
+
+    r = relu_flydsl.check(bandwidth=False, progress=False)
+    assert (r.exit_code, r.ok, r.tested, r.failed) == (2, False, 0, []), r.text
+    assert str(r).startswith("relu_flydsl check NOT TESTED: nothing was tested: ") and "CPU-only build" in str(r)
+    assert r.report["reason"] in str(r) and r.report["exit_code"] == 2 and r.text.endswith(str(r))
+    with pytest.raises(ValueError, match="no shipped kernel matches 'v9'"):
+        relu_flydsl.check(bandwidth=False, kernels="v9", progress=False)
+
+
+def test_the_health_check_says_ok_only_where_a_gfx950_is_served(monkeypatch, capsys):
+    from relu_flydsl import _dispatch, _hip
+
+    _fresh()
+
+    monkeypatch.setattr(_dispatch, "device_archs", lambda: {0: "gfx942"})
+    assert cli.main([]) == 0 and cli.main(["--require-gfx950"]) == 2
+    lines = capsys.readouterr().out.splitlines()
+    assert not [ln for ln in lines if ln.startswith("OK")]
+    assert lines[-1] == "NO GFX950 SERVED: no gfx950 among the devices (device 0: gfx942); every call takes torch's kernel"
+    monkeypatch.setattr(_dispatch, "device_archs", lambda: {0: "gfx950"})
+    monkeypatch.setattr(_hip, "unavailable", lambda: None)
+    monkeypatch.setattr(_hip, "runtime_path", lambda: "/opt/rocm/lib/libamdhip64.so.7")
+    assert cli.main(["--require-gfx950"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("OK: the kernels serve device 0 (gfx950)")
+
+
+@pytest.mark.vgpu
+def test_check_catches_a_write_past_the_output(vgpu, monkeypatch):
+    """A relu() that writes one byte past the first out= output it is given: the check fails
+    that case, and only it, with the guard's evidence."""
+    import torch
+
+    import relu_flydsl
+
+    served = declare_new_outputs(vgpu, relu_flydsl.relu)
+    hit = []
+
+    def relu(x, out=None, **kwargs):
+        y = served(x, out=out, **kwargs)
+        if out is not None and out is not x and not hit:
+            raw = torch.empty(0, dtype=torch.uint8).set_(out.untyped_storage())
+            raw[(out.storage_offset() + out.numel()) * out.element_size()] = 0
+            hit.append(True)
+        return y
+
+    monkeypatch.setattr(relu_flydsl, "relu", relu)
+    r = relu_flydsl.check(bandwidth=False, kernels="v5/bfloat16/x8", progress=False)
+    assert r.exit_code == 1 and len(r.failed) == 1 and r.tested > 1, r.text
+    assert r.report["evidence"][r.failed[0]] == "guard after the output written at byte 0 past the output's end " \
+                                                "(0xA5 -> 0x00)", r.text
+    assert str(r).startswith(f"relu_flydsl check FAILED: 1 failed ({r.tested} cases run); first: v5/bfloat16/x8 ")
+
+
+@pytest.mark.vgpu
+def test_check_fails_every_case_its_kernel_did_not_serve(vgpu, monkeypatch):
+    """A kernel whose first-use canary fails is never used: every case of it fails, saying
+    the call took torch's fallback and why, though torch's bits would pass many."""
+    import relu_flydsl
+    from relu_flydsl import _canary
+
+    judge = _canary.Canary.judge
+
+    def canary_fails(self, *args, **kwargs):
+        return "a wrong kernel (simulated)" if self.out == _canary.GIVEN else judge(self, *args, **kwargs)
+
+    monkeypatch.setattr(_canary.Canary, "judge", canary_fails)
+    monkeypatch.setattr(relu_flydsl, "relu", declare_new_outputs(vgpu, relu_flydsl.relu))
+    with pytest.warns(RuntimeWarning, match="canary failed v5/bfloat16/x8 on device 0: a wrong kernel"):
+        r = relu_flydsl.check(bandwidth=False, kernels="v5/bfloat16/x8", progress=False)
+    assert r.exit_code == 1 and len(r.failed) == r.tested > 1, r.text
+    for case in r.report["cases"]:
+        assert case["evidence"] == ("the kernel path did not run: took fallback/canary failed v5/bfloat16/x8 on "
+                                    "device 0; its canary on device 0: a wrong kernel (simulated)"), case

@@ -107,9 +107,10 @@ def render(st: dict) -> str:
         note = f"; {s['note']}" if s["note"] else ""
         out.append(f"  {s['name']}={_unset(s['value'])}: in force {s['in_force']!r}, read {s['read']}{note}")
     problems = _status.problems(st)
+    ok = bool(serves)  # OK only where a gfx950 is served
     if problems:
         out += [f"PROBLEM: {p}" for p in problems]
-    elif serves:
+    elif ok:
         out.append("OK: the kernels serve " + ", ".join(f"device {d['index']} ({d['arch']})" for d in serves)
                    + f"; to check them there: python -m {__package__} check")
     else:
