@@ -92,6 +92,14 @@ if spec["vgpu"]:
             return pkg._timing.Timing((time.perf_counter() - t0) / iters)
 
         pkg._timing.time_launches = time_launches
+found = {}
+if spec.get("kernels"):  # as kernels loads it (the commands below then find it loaded)
+    import pathlib
+
+    import kernels
+
+    result = kernels.get_local_kernel(pathlib.Path(folder)).check(bandwidth=False, progress=False)
+    found["get_kernel"] = [result.exit_code, result.ok, result.tested, result.failed, str(result)]
 codes = []
 for argv in spec["argv"]:  # each as `python FOLDER *argv` runs it
     sys.argv = [folder] + argv
@@ -101,7 +109,7 @@ for argv in spec["argv"]:  # each as `python FOLDER *argv` runs it
         codes.append(0)
     except SystemExit as e:
         codes.append(e.code)
-found = {"codes": codes}
+found["codes"] = codes
 if spec["vgpu"]:
     found["violations"] = [str(v) for v in dev.violations]
     found["errors"] = [f"{type(e).__name__}: {e}" for e in dev.errors]
@@ -109,7 +117,7 @@ print("CHILD-RESULT " + json.dumps(found), flush=True)
 '''
 
 
-def run_variant(folder, commands, cwd, vgpu=False, sweep=None, env=()):
+def run_variant(folder, commands, cwd, vgpu=False, sweep=None, env=(), via_kernels=False):
     """`python FOLDER *argv` for each argv of `commands`, in one child process that cannot import
     the checkout's packages; (exit codes, what the child found, each command's stdout, stderr)."""
     import inspect
@@ -117,7 +125,7 @@ def run_variant(folder, commands, cwd, vgpu=False, sweep=None, env=()):
     child = {k: v for k, v in os.environ.items() if not k.startswith("RELU_FLYDSL_") and k != "PYTHONPATH"}
     child.update(env)
     spec = {"root": str(ROOT), "folder": str(folder), "argv": [list(a) for a in commands], "vgpu": vgpu,
-            "sweep": sweep, "helper": inspect.getsource(declare_new_outputs)}
+            "sweep": sweep, "helper": inspect.getsource(declare_new_outputs), "kernels": via_kernels}
     r = subprocess.run([sys.executable, "-c", CHILD, json.dumps(spec)], cwd=cwd, env=child, capture_output=True,
                        text=True, timeout=600)
     line = next((ln for ln in r.stdout.splitlines() if ln.startswith("CHILD-RESULT ")), None)
@@ -147,9 +155,12 @@ def variant(variant_build):
 def test_the_checks_from_the_folder_on_the_cpu_say_nothing_was_tested_and_why(variant, tmp_path):
     """`python FOLDER check` exits 2 naming the reason and writes its report in the current
     folder; `python FOLDER` (the health check) says what it found, and no OK; with
-    --require-gfx950 it exits 2."""
-    codes, _, (out, health, required), err = run_variant(variant, [["check"], [], ["--require-gfx950"]], tmp_path)
+    --require-gfx950 it exits 2. The variant loaded by kernels: its check() says the same."""
+    codes, found, (out, health, required), err = run_variant(variant, [["check"], [], ["--require-gfx950"]], tmp_path,
+                                                             via_kernels=True)
     assert codes == [2, 0, 2], said(out + health, err)
+    code, ok, tested, failed, verdict = found["get_kernel"]  # kernels.get_local_kernel(FOLDER).check()
+    assert (code, ok, tested, failed) == (2, False, 0, []) and verdict.startswith("relu_flydsl check NOT TESTED")
     verdict = out.strip().splitlines()[-1]
     assert verdict.startswith("relu_flydsl check NOT TESTED: nothing was tested: "), said(out, err)
     assert "no HIP runtime (libamdhip64) is loaded" in verdict and "is a CPU-only build, not ROCm" in verdict

@@ -203,9 +203,9 @@ class Canary:
         """Fill `buffer` (device memory of self.total bytes): guards and x; APART, `out_buffer`
         (of self.out_total bytes): guards, and SENTINEL where the output goes."""
         self.buffer, self.out_buffer = buffer, out_buffer
-        if self.bits.device.type == "cpu":
+        if self.bits.device != buffer.device:  # one copy of the whole image to the device
             buffer.copy_(self.host)
-        else:  # bits already on a device: filled there, nothing crosses to the host
+        else:  # bits already where the buffer is (a large sweep's): filled there
             buffer.fill_(SENTINEL)
             buffer[self.x_at:self.x_at + self.nbytes].copy_(self.bits.view(torch.uint8))
         if self.out == APART:
