@@ -199,8 +199,9 @@ def test_check_passes_on_the_virtual_gfx950(variant, vgpu_device, tmp_path):
     # the sweep: each timed rung on its kernel path, the timed buffers judged; a table
     rows = doc["bandwidth"]["rows"]
     assert {r["impl"] for r in rows} == {"v5", "torch"} and all(r["result"] == "passed" and r["gbps"] for r in rows)
-    assert "| shape (bfloat16) | v5 | torch | best / torch |" in out.replace("  ", " ") or \
-        "shape (bfloat16)" in out, said(out, err)
+    table = [[c.strip() for c in ln.strip("|").split("|")] for ln in out.splitlines() if ln.startswith("| ")]
+    assert table[0] == ["shape (bfloat16)", "v5", "torch", "best / torch"], said(out, err)
+    assert table[1][0] == "64 x 64" and table[1][3].endswith("x") and float(table[1][3][:-1]) >= 0, table
     assert "relu_flydsl check: bandwidth" in err and "relu_flydsl check: cases" in err  # the progress bars
 
 

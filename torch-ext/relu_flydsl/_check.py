@@ -294,7 +294,8 @@ def table(rows, impls) -> str:
         cells.append(f"{best / t:.2f}x" if best and t else "-")
         lines.append(cells)
     widths = [max(len(str(r[k])) for r in lines) for k in range(len(head))]
-    out = ["| " + " | ".join(str(c).rjust(w) for c, w in zip(r, widths)) + " |" for r in lines]
+    out = ["| " + " | ".join(str(c).ljust(w) if k == 0 else str(c).rjust(w) for k, (c, w) in enumerate(zip(r, widths)))
+           + " |" for r in lines]
     out.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
     return "\n".join(out)
 
@@ -512,10 +513,11 @@ def check(bandwidth: bool = True, *, kernels=None, report=None, progress: bool =
         for device in gfx:
             mine = [r for r in rows if r["device"] == device]
             if mine:
-                lines += ["", f"GB/s on device {device} ({_device_name(device) or SUPPORTED_ARCH}), measured here: "
-                          f"2 x numel x element size / median device time; {_timing.describe(SWEEP_ITERS, SWEEP_WARMUP, SWEEP_ROUNDS)}; "
-                          f"{TORCH} = torch.clamp(x, min=0, out=out), torch.relu's kernel, as the reference post "
-                          "times it (its own MI350X table: docs/benchmarks.md of the source repository)",
+                lines += ["", f"bandwidth on device {device} ({_device_name(device) or SUPPORTED_ARCH}), GB/s measured "
+                          "here: 2 x numel x element size / median device time per launch",
+                          f"  {_timing.describe(SWEEP_ITERS, SWEEP_WARMUP, SWEEP_ROUNDS)}",
+                          f"  {TORCH}: torch.clamp(x, min=0, out=out), torch.relu's kernel; the shapes and the method "
+                          "of the reference post's \"Where it landed\" table",
                           table(mine, impls)]
     code = FAILED if failed else (NOT_TESTED if tested == 0 else PASSED)
     verdict = _verdict(code, tested, [f"{n}: {evidence[n]}" for n in failed], gfx, reason, len(chosen))
