@@ -369,3 +369,31 @@ def test_check_fails_every_case_its_kernel_did_not_serve(vgpu, monkeypatch):
     for case in r.report["cases"]:
         assert case["evidence"] == ("the kernel path did not run: took fallback/canary failed v5/bfloat16/x8 on "
                                     "device 0; its canary on device 0: a wrong kernel (simulated)"), case
+
+
+def test_each_reason_nothing_can_be_tested(monkeypatch):
+    """No HIP runtime, a CPU or CUDA torch, no device visible, no gfx950: each named; the kill switch too."""
+    import torch
+
+    import relu_flydsl
+    from relu_flydsl import _check, _dispatch, _hip
+
+    _fresh()
+    monkeypatch.setattr(_hip, "unavailable", lambda: _hip.MISSING)
+    monkeypatch.setattr(torch.version, "hip", None)
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    assert _check.nothing_to_test({}) == f"{_hip.MISSING}; torch {torch.__version__} is a CUDA 13.0 build, not ROCm"
+    monkeypatch.setattr(torch.version, "cuda", None)
+    assert _check.nothing_to_test({}).endswith("is a CPU-only build, not ROCm")
+    monkeypatch.setattr(_hip, "unavailable", lambda: None)
+    monkeypatch.setattr(torch.version, "hip", "7.0.0")
+    monkeypatch.setenv("HIP_VISIBLE_DEVICES", "")
+    assert _check.nothing_to_test({}) == (f"no ROCm device is visible to torch {torch.__version__} (ROCm 7.0.0); "
+                                          "HIP_VISIBLE_DEVICES=''")
+    assert _check.nothing_to_test({0: "gfx942", 1: "gfx90a"}) == \
+        "no gfx950 among the devices (device 0: gfx942, device 1: gfx90a)"
+    assert _check.nothing_to_test({0: "gfx942", 1: "gfx950"}) is None
+    monkeypatch.setattr(_dispatch, "device_archs", lambda: {0: "gfx950"})
+    monkeypatch.setenv("RELU_FLYDSL_DISABLE", "1")
+    r = relu_flydsl.check(progress=False)
+    assert r.exit_code == 2 and r.tested == 0 and "RELU_FLYDSL_DISABLE is on" in str(r), r.text
