@@ -1,4 +1,6 @@
-"""The virtual gfx950 as the target of tests/hardware/test_hardware.py.
+"""The virtual gfx950 as the target of tests/hardware/test_hardware.py, and the run of that
+suite behind tests/hardware/run.sh (`main`: its environment, and its gate: no hardware test
+ran is a failure unless --allow-no-gpu says that is expected).
 
     RELU_FLYDSL_HARDWARE_TARGET=vgpu [RELU_FLYDSL_HARDWARE_VARIANT=relu-build/build/torch-rocm] \\
         .venv/bin/python -m pytest -m hardware -ra tests/hardware/test_hardware.py
@@ -16,6 +18,8 @@ tests/conftest.py applies the cap. tests/vgpu/test_hardware_suite.py runs it.
 """
 
 import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -25,6 +29,10 @@ ENV_TARGET = "RELU_FLYDSL_HARDWARE_TARGET"
 ENV_VARIANT = "RELU_FLYDSL_HARDWARE_VARIANT"
 ENV_MAX_ELEMENTS = "RELU_FLYDSL_HARDWARE_MAX_ELEMENTS"
 ENV_RESULTS = "RELU_FLYDSL_HARDWARE_RESULTS"  # test_observe_torch_relu's folder (default: a new temporary one)
+ENV_RAN = "RELU_FLYDSL_HARDWARE_RAN"  # a file each hardware test that runs adds its name to (run.sh's gate)
+NOTHING_RAN = 5  # run.sh's exit status when no hardware test ran (pytest's own for "no tests collected")
+ROOT = Path(__file__).resolve().parent.parent
+SUITE = "tests/hardware/test_hardware.py"
 # a test of 1048576 elements takes ~0.5 s on the emulator (2-core CPU): 8192*8192 would take
 # ~30 s each, 40 tests, and GBs of memory
 MAX_ELEMENTS = int(os.environ.get(ENV_MAX_ELEMENTS, 1048583))
@@ -172,3 +180,61 @@ def target():
     ])
     return SimpleNamespace(device=torch.device("cpu"), why="", package=Served(package, dev),
                            synchronize=lambda device=None: None, results=results)
+
+
+# ---- tests/hardware/run.sh ---------------------------------------------------------------------
+def suite_env(environ, variant, ran_file) -> dict:
+    """The environment of run.sh's pytest: the variant asked for (run.sh --variant), else this
+    checkout's package whatever RELU_FLYDSL_HARDWARE_VARIANT said before; the gate's file."""
+    env = dict(environ)
+    if variant:
+        env[ENV_VARIANT] = str(variant)
+    else:
+        env.pop(ENV_VARIANT, None)
+    env[ENV_RAN] = str(ran_file)
+    return env
+
+
+def tests_ran(ran_file) -> list:
+    """The hardware tests that ran (test_hardware.py's autouse fixture wrote their names)."""
+    try:
+        return [line for line in Path(ran_file).read_text().splitlines() if line.strip()]
+    except FileNotFoundError:
+        return []
+
+
+def gate(ran_file, allow_no_gpu: bool):
+    """(exit status, what to say) once pytest passed: NOTHING_RAN when no hardware test ran
+    (every one skipped: no gfx950 here), unless --allow-no-gpu said that is expected."""
+    ran = tests_ran(ran_file)
+    if ran:
+        return 0, f"run.sh: {len(ran)} hardware tests ran"
+    if allow_no_gpu:
+        return 0, "run.sh: no hardware test ran (every one was skipped; --allow-no-gpu: expected here)"
+    return NOTHING_RAN, ("run.sh: FAILED: no hardware test ran: every one was skipped (the SKIPPED lines above say "
+                         "why). Nothing was checked; where that is expected (no gfx950 here), pass --allow-no-gpu")
+
+
+def main(argv=None) -> int:
+    """run.sh's work once its arguments are checked: `hardware_vgpu.py [--variant FOLDER]
+    [--allow-no-gpu] [pytest arguments]`; pytest's status, else the gate's."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="tests/hardware/run.sh", allow_abbrev=False)
+    parser.add_argument("--variant", default=None)
+    parser.add_argument("--allow-no-gpu", action="store_true")
+    args, rest = parser.parse_known_args(argv)
+    with tempfile.TemporaryDirectory(prefix="relu-hardware-") as tmp:
+        ran = Path(tmp) / "ran"
+        env = suite_env(os.environ, args.variant, ran)
+        cmd = [sys.executable, "-m", "pytest", "-m", "hardware", "-ra", "-p", "no:cacheprovider", SUITE, *rest]
+        rc = subprocess.call(cmd, cwd=ROOT, env=env)
+        if rc != 0:
+            return rc
+        code, said = gate(ran, args.allow_no_gpu)
+    print(said, file=sys.stderr if code else sys.stdout, flush=True)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

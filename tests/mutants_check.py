@@ -1,4 +1,5 @@
-"""Mutants of the shipped check (_check.py, __main__.py) and the hardware gate.
+"""Mutants of the shipped check (_check.py, __main__.py, the judge it shares with the canary)
+and the hardware gate (tests/hardware/run.sh's environment and gate, in tests/hardware_vgpu.py).
 
 MUTANTS: mutation_support.Mutant copies, each killed by a scenario of SCENARIOS (or an older
 scenario table); CHECK_MUTANTS: mutation_support.CheckMutant. See tests/mutation_support.py.
@@ -9,4 +10,29 @@ from mutant_types import CheckMutant, Mutant  # noqa: F401  (the kinds this cata
 MUTANTS = ()
 SCENARIOS = {}
 KNOWN_BUGS = {}
-CHECK_MUTANTS = ()
+
+_K, _C = "torch-ext/relu_flydsl/_check.py", "torch-ext/relu_flydsl/_canary.py"
+_M, _HV = "torch-ext/relu_flydsl/__main__.py", "tests/hardware_vgpu.py"
+CHECK_MUTANTS = (
+    CheckMutant("check-exit-0-on-nothing", "check: exit 0 (passed) when nothing was tested",
+                _K, "check", "NOT_TESTED if tested == 0 else PASSED", "PASSED",
+                ("test_check", "test_check_on_the_cpu_tests_nothing_and_says_why", {})),
+    CheckMutant("check-out-guards-skipped", "check: the guards around an out= output (its own buffer) not judged",
+                _C, "Canary._regions", "self.out == APART", "False",
+                ("test_check", "test_check_catches_a_write_past_the_output", {})),
+    CheckMutant("check-case-unjudged", "check: a case's output, guards and input never judged",
+                _K, "run_case", "frame.judge(output=output)", "None",
+                ("test_check", "test_check_catches_a_write_past_the_output", {})),
+    CheckMutant("check-path-unchecked", "check: a call that took torch's fallback passes on torch's bits",
+                _K, "_path_problem", "delta == {want: 1}", "True",
+                ("test_check", "test_check_fails_every_case_its_kernel_did_not_serve", {})),
+    CheckMutant("health-ok-without-gfx950", "python -m relu_flydsl: OK where no gfx950 is served",
+                _M, "render", "bool(serves)", "True",
+                ("test_check", "test_the_health_check_says_ok_only_where_a_gfx950_is_served", {})),
+    CheckMutant("run-sh-passes-on-nothing", "run.sh: exit 0 when no hardware test ran",
+                _HV, "gate", "allow_no_gpu", "True",
+                ("test_hardware_suite", "test_run_sh_environment_and_gate", {})),
+    CheckMutant("run-sh-keeps-a-stale-variant", "run.sh without --variant: a stale RELU_FLYDSL_HARDWARE_VARIANT kept",
+                _HV, "suite_env", "env.pop(ENV_VARIANT, None)", "None",
+                ("test_hardware_suite", "test_run_sh_environment_and_gate", {})),
+)

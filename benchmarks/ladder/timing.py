@@ -1,15 +1,15 @@
 """How one point is timed.
 
 Policy:
-- Device time: a pair of device events (torch.cuda.Event) around `iters` back-to-back
-  launches, after `warmup` untimed launches, with no synchronisation between launches;
-  seconds per launch = elapsed / iters. This is the method of the reference post
-  ("Beating torch.relu with FlyDSL: A Hands-On Guide to Bandwidth-Bound Kernels"), and what a
-  model's stream of kernels sees.
-- Rounds: `rounds` timings per implementation, taken round-robin across implementations
-  (the first one rotates from round to round, so none always runs first or last), each with
-  its own input and output buffers; the MEDIAN of the rounds is reported (a cold or
-  disturbed round moves a mean, not a median).
+- Device time and rounds: the package's own method (torch-ext/relu_flydsl/_timing.py, which
+  the shipped hardware check uses too; one copy, loaded here by path): a pair of device events
+  (torch.cuda.Event) around `iters` back-to-back launches, after `warmup` untimed launches,
+  with no synchronisation between launches; seconds per launch = elapsed / iters. This is the
+  method of the reference post ("Beating torch.relu with FlyDSL: A Hands-On Guide to
+  Bandwidth-Bound Kernels"), and what a model's stream of kernels sees. `rounds` timings per
+  implementation, taken round-robin across implementations (the first one rotates from round
+  to round, so none always runs first or last), each with its own input and output buffers;
+  the MEDIAN of the rounds is reported (a cold or disturbed round moves a mean, not a median).
 - Small sizes (traffic below HOST_TIMED_BELOW, 64 MiB): the same events, plus host time:
   the CPU's wall time per launch for the same loop, up to the last launch's return (the
   events then synchronise). Where the host time is at least HOST_BOUND_FRACTION (0.9) of the
@@ -23,12 +23,31 @@ Policy:
   runs) where Triton is importable, on the same call and buffers.
 """
 
-import time
-from typing import NamedTuple, Optional
+import importlib.util
+import sys
+from pathlib import Path
 
 from .cases import MIB
 
-ITERS, WARMUP, ROUNDS = 100, 20, 15
+
+def _package_timing():
+    """torch-ext/relu_flydsl/_timing.py, loaded by path: standalone, so neither the package
+    (its compiled entry, its HIP bindings) nor a variant is imported for it."""
+    name = "_relu_flydsl_timing"
+    module = sys.modules.get(name)
+    if module is None:
+        path = Path(__file__).resolve().parents[2] / "torch-ext" / "relu_flydsl" / "_timing.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return module
+
+
+_method = _package_timing()
+ITERS, WARMUP, ROUNDS = _method.ITERS, _method.WARMUP, _method.ROUNDS
+Timing, schedule, collect_samples, time_launches = (_method.Timing, _method.schedule, _method.collect_samples,
+                                                    _method.time_launches)
 HOST_TIMED_BELOW = 64 * MIB
 HOST_BOUND_FRACTION = 0.9  # host time per launch >= this x device time: host-bound (see above)
 EVENTS = "events"
@@ -41,52 +60,10 @@ def method_for(traffic):
 
 
 def describe(method, iters, warmup, rounds):
-    text = (f"device events around {iters} back-to-back launches after {warmup} warm-ups, "
-            f"median of {rounds} rounds round-robin")
+    text = _method.describe(iters, warmup, rounds)
     if method == EVENTS_HOST:
         text += "; host time per launch for the same loop (perf_counter up to the last launch's return)"
     return text
-
-
-class Timing(NamedTuple):
-    device: float                  # seconds per launch, device events
-    host: Optional[float] = None   # seconds per launch on the host (EVENTS_HOST only)
-
-
-def schedule(impls, rounds):
-    """Round-robin order: every round times each implementation once; the first one
-    rotates from round to round, so no implementation always runs first or last."""
-    impls = list(impls)
-    n = len(impls)
-    return [(r, impls[(r + k) % n]) for r in range(rounds) for k in range(n)]
-
-
-def collect_samples(impls, time_once, rounds=ROUNDS, progress=None):
-    """{impl: [timing, one per round]}; time_once(impl) does one timing."""
-    samples = {i: [] for i in impls}
-    for _, impl in schedule(impls, rounds):
-        samples[impl].append(time_once(impl))
-        if progress is not None:
-            progress(1)
-    return samples
-
-
-def time_launches(fn, iters=ITERS, warmup=WARMUP, host=False):
-    """Timing of one round: device events around `iters` launches after `warmup`;
-    with host=True also the host's wall time per launch of the same loop."""
-    import torch
-
-    for _ in range(warmup):
-        fn()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        fn()
-    t1 = time.perf_counter()
-    end.record()
-    end.synchronize()
-    return Timing(start.elapsed_time(end) / 1e3 / iters, (t1 - t0) / iters if host else None)
 
 
 def crosscheck(fn, harness_seconds, traffic):

@@ -9,9 +9,11 @@ it short). On a gfx950 machine, and anywhere else to see why it is skipped:
     bash tests/hardware/run.sh                  # this checkout's package
     bash tests/hardware/run.sh --variant PATH   # an installed or downloaded release (after an upgrade)
 
-(run.sh runs `.venv/bin/python -m pytest -m hardware -ra tests/hardware/test_hardware.py`; with
---variant it sets RELU_FLYDSL_HARDWARE_VARIANT to the variant folder, loaded as `kernels` loads it.
-test_the_package_under_test prints, and checks, which files the run tests.)
+(run.sh runs `.venv/bin/python -m pytest -m hardware -ra tests/hardware/test_hardware.py`, through
+tests/hardware_vgpu.py; with --variant it sets RELU_FLYDSL_HARDWARE_VARIANT to the variant folder,
+loaded as `kernels` loads it, and without it drops that variable. It exits 5 when no test ran,
+unless --allow-no-gpu. test_the_package_under_test prints, and checks, which files the run tests.
+Without a checkout, the variant's own check does the same: `python FOLDER check`.)
 
 With RELU_FLYDSL_HARDWARE_TARGET=vgpu the same tests run on the virtual gfx950
 against a built variant (tests/hardware_vgpu.py; tests/vgpu/test_hardware_suite.py
@@ -88,6 +90,16 @@ def _target():
 TARGET = _target()
 DEVICE, WHY, relu_flydsl = TARGET.device, TARGET.why, TARGET.package
 pytestmark = [pytest.mark.hardware, pytest.mark.skipif(DEVICE is None, reason=f"needs a gfx950 GPU (MI350X/MI355X): {WHY}")]
+
+@pytest.fixture(autouse=True)
+def _ran(request):
+    """Each test that runs (not skipped) adds its name to RELU_FLYDSL_HARDWARE_RAN's file:
+    run.sh fails where none did (tests/hardware_vgpu.gate)."""
+    ran = os.environ.get(hardware_vgpu.ENV_RAN)
+    if ran:
+        with open(ran, "a", encoding="utf-8") as f:
+            f.write(request.node.nodeid + "\n")
+
 
 SIZES = [1, 7, 8, 1023, 1024, 4257, 65536, 100000, 1048576, 1048583, 8192 * 8192]
 GUARD = 8192

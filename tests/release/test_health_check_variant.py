@@ -1,6 +1,9 @@
 """The health check runs from the built variant (the folder `kernels` and `hf download`
 give): `python -m torch-rocm` in its build/ folder runs the variant's own __main__.py
-(relative imports only), and the variant's status() and explain() answer."""
+(relative imports only), and the variant's status() and explain() answer; so does its
+hardware check (`check`), which has nothing to test here and says so (exit 2).
+tests/vgpu/test_check.py runs the check as `python FOLDER check`, on the CPU and on the
+virtual gfx950."""
 
 import json
 import os
@@ -13,7 +16,7 @@ def _run(args, cwd):
                           env={**os.environ, "PYTHONPATH": ""})  # the variant comes from cwd only
 
 
-def test_python_dash_m_from_the_variant(variant_build):
+def test_python_dash_m_from_the_variant(variant_build, tmp_path):
     variant = variant_build / "build" / "torch-rocm"
     assert (variant / "__main__.py").is_file() and (variant / "_status.py").is_file()
     r = _run(["-m", "torch-rocm", "--json"], variant.parent)
@@ -25,3 +28,7 @@ def test_python_dash_m_from_the_variant(variant_build):
     assert probe.returncode == 0, probe.stderr
     assert probe.stdout.splitlines()[0] == str(variant / "__init__.py")  # the variant, not the checkout
     assert "counted as: fallback/not a ROCm device" in probe.stdout
+    report = tmp_path / "check.json"
+    r = _run(["-m", "torch-rocm", "check", "--no-bandwidth", "-o", str(report)], variant.parent)
+    assert r.returncode == 2 and r.stdout.splitlines()[-1].startswith("relu_flydsl check NOT TESTED"), r.stdout + r.stderr
+    assert json.loads(report.read_text())["package"]["folder"] == str(variant)

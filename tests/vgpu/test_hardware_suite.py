@@ -195,9 +195,39 @@ def test_run_sh_refuses_a_folder_that_is_no_variant(tmp_path):
         assert r.returncode == 2 and "run.sh: --variant" in r.stderr, shown(r)
 
 
-def test_run_sh_without_variant_tests_the_checkout(tmp_path):
-    """No --variant: the checkout's package, whatever RELU_FLYDSL_HARDWARE_VARIANT said before
-    (on this machine, without a gfx950, every test is skipped with the reason)."""
+def test_run_sh_fails_when_no_hardware_test_ran(tmp_path):
+    """Without a gfx950 every test is skipped: run.sh says nothing was checked and exits 5,
+    unless --allow-no-gpu says that is expected. Without --variant it tests the checkout,
+    whatever RELU_FLYDSL_HARDWARE_VARIANT said before."""
     r = run_sh(["-k", "test_the_package_under_test"], {hardware_vgpu.ENV_VARIANT: str(tmp_path)})
-    assert r.returncode == 0 and "testing this checkout's package" in r.stdout, shown(r)
-    assert re.search(r"SKIPPED \[1\] .*needs a gfx950 GPU", r.stdout) or "1 passed" in r.stdout, shown(r)
+    assert r.returncode == hardware_vgpu.NOTHING_RAN, shown(r)
+    assert "testing this checkout's package" in r.stdout and re.search(r"SKIPPED \[1\] .*needs a gfx950 GPU", r.stdout)
+    assert "run.sh: FAILED: no hardware test ran" in r.stderr, shown(r)
+    r = run_sh(["--allow-no-gpu", "-k", "test_the_package_under_test"])
+    assert r.returncode == 0 and "no hardware test ran (every one was skipped; --allow-no-gpu" in r.stdout, shown(r)
+
+
+def test_run_sh_without_variant_drops_a_stale_one(tmp_path):
+    """A RELU_FLYDSL_HARDWARE_VARIANT left in the environment is not what run.sh tests without
+    --variant: on the virtual gfx950 the suite runs a build of this checkout, says so, and passes."""
+    stale = tmp_path / "stale-variant"
+    r = run_sh(["-k", "test_the_package_under_test"], {hardware_vgpu.ENV_TARGET: "vgpu",
+                                                       hardware_vgpu.ENV_VARIANT: str(stale)})
+    assert r.returncode == 0 and "1 passed" in r.stdout and "run.sh: 1 hardware tests ran" in r.stdout, shown(r)
+    under_test = re.search(r"relu_flydsl under test: .* from (\S+)", r.stdout)
+    assert under_test and "relu-hardware-vgpu-" in under_test[1] and str(stale) not in r.stdout, shown(r)
+
+
+def test_run_sh_environment_and_gate(tmp_path):
+    """run.sh's pytest environment (hardware_vgpu.suite_env) and its gate, as functions."""
+    ran = tmp_path / "ran"
+    env = hardware_vgpu.suite_env({hardware_vgpu.ENV_VARIANT: "/stale", "HOME": "/h"}, None, ran)
+    assert hardware_vgpu.ENV_VARIANT not in env and env["HOME"] == "/h" and env[hardware_vgpu.ENV_RAN] == str(ran)
+    env = hardware_vgpu.suite_env({hardware_vgpu.ENV_VARIANT: "/stale"}, "/asked", ran)
+    assert env[hardware_vgpu.ENV_VARIANT] == "/asked"
+    assert hardware_vgpu.gate(ran, False)[0] == hardware_vgpu.NOTHING_RAN  # no file: nothing ran
+    assert hardware_vgpu.gate(ran, True)[0] == 0
+    ran.write_text("")
+    assert hardware_vgpu.gate(ran, False)[0] == hardware_vgpu.NOTHING_RAN
+    ran.write_text("tests/hardware/test_hardware.py::test_in_place[v5]\n")
+    assert hardware_vgpu.gate(ran, False) == (0, "run.sh: 1 hardware tests ran")

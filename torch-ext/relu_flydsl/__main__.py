@@ -1,24 +1,76 @@
-"""The health check (status()) for a person or a script: `.venv/bin/python -m relu_flydsl [--json]`.
+"""The health check and the hardware check from a shell.
 
-Prints status() readably (--json: the dict as JSON). Exits 1 when a gfx950 is present and
-the kernel path is not active on it, or a kernel's canary failed there (the lines starting
-"PROBLEM" say which), else 0: a machine without a gfx950 is not a failure, its calls take
-torch's kernel by design. Launches nothing, loads no module, runs no canary.
+    python -m relu_flydsl [--json] [--require-gfx950]
+        status() readably (--json: the dict as JSON). Launches nothing, loads no module, runs
+        no canary. Says OK only where the kernels serve a gfx950. Exits 1 when a gfx950 is
+        present and the kernel path is not active on it, or a kernel's canary failed there
+        (the lines starting "PROBLEM" say which); where there is no gfx950 it says what it
+        found and exits 0 (calls take torch's kernel by design), or 2 with --require-gfx950.
+    python -m relu_flydsl check [--no-bandwidth] [-o REPORT] [--kernels K,...]
+        the hardware check (relu_flydsl.check(), _check.py): exit 0 passed, 1 failed, 2 nothing
+        tested (and why); the JSON report goes to REPORT (default ./relu_flydsl_check.json).
+    python FOLDER [check ...]
+        the same from the folder `kernels` downloads (build/torch-rocm/, the package's files
+        directly): this file loads the folder as the package, as kernels does, then runs these.
 """
 
 import argparse
 import json
+import os
 import sys
 
-from . import _status
+NO_GFX950 = 2  # --require-gfx950 where no gfx950 is served
+
+
+def _load_folder():
+    """The folder holding this file, imported as the package it is, under the name kernels
+    gives it (metadata.json's id; relu_flydsl without one)."""
+    import importlib.util
+
+    folder = os.path.dirname(os.path.abspath(__file__))  # not resolved: a Hub cache links files into blobs/
+    # `python FOLDER` put FOLDER first on sys.path: its modules are the package's, not top-level ones
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != folder]
+    name = "relu_flydsl"
+    try:
+        with open(os.path.join(folder, "metadata.json"), encoding="utf-8") as f:
+            name = json.load(f).get("id") or name
+    except (OSError, ValueError):
+        pass
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, os.path.join(folder, "__init__.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(name, None)
+            raise
+    return importlib.import_module(f"{name}.__main__")
+
+
+if not __package__ and __name__ == "__main__":  # `python FOLDER ...`: a script, not yet inside its package
+    sys.exit(_load_folder().main())
+if __package__:  # (without one, e.g. read by runpy under another name: _load_folder alone)
+    from . import _check, _status
 
 
 def _unset(value) -> str:
     return "(unset)" if value is None else repr(value)
 
 
+def served(st: dict) -> list:
+    """The devices whose calls the kernels serve: a gfx950 with the kernel path active."""
+    return [d for d in st["devices"] if d["arch"] == _status.SUPPORTED_ARCH and d["kernel_path"]]
+
+
+def found(st: dict) -> str:
+    """What the health check found where no gfx950 is served, in a few words."""
+    archs = {d["index"]: d["arch"] for d in st["devices"]}
+    return _check.nothing_to_test(archs, st.get("devices_error")) or "a gfx950, not served"
+
+
 def render(st: dict) -> str:
-    """status() as text, a few lines per part."""
+    """status() as text, a few lines per part, then the verdict."""
     out = [f"relu_flydsl {st['version']}: torch {st['torch']}, Python {st['python']}"]
     hip = st["hip_runtime"] or f"none ({st['hip_reason']})"
     out.append(f"HIP runtime:    {hip}")
@@ -29,9 +81,14 @@ def render(st: dict) -> str:
         out.append(f"code objects:   {co['count']} kernels, NOT verified: {co['reason']}")
         out += [f"                {k}: {why}" for k, why in co["broken"].items()]
     e = st["entry"]
-    if e["loaded"]:
-        serving = "serving" if e["serving"] else "loaded but switched off"
-        out.append(f"compiled entry: {serving} (low host time per call); relu(x) allocates with {e['allocation']}")
+    serves = served(st)
+    if e["loaded"] and not e["serving"]:
+        out.append(f"compiled entry: loaded but switched off; relu(x) allocates with {e['allocation']}")
+    elif e["loaded"] and not serves:
+        out.append(f"compiled entry: loaded, serving no device here (every call takes torch's kernel); relu(x) "
+                   f"allocates with {e['allocation']}")
+    elif e["loaded"]:
+        out.append(f"compiled entry: serving (low host time per call); relu(x) allocates with {e['allocation']}")
     else:
         out.append(f"compiled entry: not loaded ({e['reason']}); every call takes the Python path (same "
                    f"results, more host time); relu(x) allocates with {e['allocation']}")
@@ -50,17 +107,52 @@ def render(st: dict) -> str:
         note = f"; {s['note']}" if s["note"] else ""
         out.append(f"  {s['name']}={_unset(s['value'])}: in force {s['in_force']!r}, read {s['read']}{note}")
     problems = _status.problems(st)
-    out += [f"PROBLEM: {p}" for p in problems] or ["OK"]
+    ok = bool(serves)  # OK only where a gfx950 is served
+    if problems:
+        out += [f"PROBLEM: {p}" for p in problems]
+    elif ok:
+        out.append("OK: the kernels serve " + ", ".join(f"device {d['index']} ({d['arch']})" for d in serves)
+                   + f"; to check them there: python -m {__package__} check")
+    else:
+        out.append(f"NO GFX950 SERVED: {found(st)}; every call takes torch's kernel")
     return "\n".join(out)
 
 
+def health(st: dict, require_gfx950: bool = False) -> int:
+    """The health check's exit status: 1 a problem, 2 no gfx950 served where one is required, else 0."""
+    if _status.problems(st):
+        return 1
+    return NO_GFX950 if require_gfx950 and not served(st) else 0
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog=f"python -m {__package__}", description=__doc__.split("\n\n")[0])
+    prog = f"python -m {__package__}"
+    parser = argparse.ArgumentParser(prog=prog, description="the health check (status()); `check`: the hardware check")
     parser.add_argument("--json", action="store_true", help="print status() as JSON")
+    parser.add_argument("--require-gfx950", action="store_true",
+                        help=f"exit {NO_GFX950} unless the kernels serve a gfx950 here")
+    sub = parser.add_subparsers(dest="command")
+    c = sub.add_parser("check", help="the hardware check: every shipped kernel on each gfx950, then bandwidth",
+                       description=_check.__doc__.split("\n\n")[0])
+    c.add_argument("--no-bandwidth", action="store_true", help="skip the bandwidth sweep")
+    c.add_argument("-o", "--report", default=_check.REPORT,
+                   help=f"where to write the JSON report (default: {_check.REPORT} in the current directory)")
+    c.add_argument("--kernels", default=None,
+                   help="only these kernels, comma-separated: v5, v5/bfloat16, v5/bfloat16/x8 (default: all)")
+    c.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     args = parser.parse_args(argv)
+    if args.command == "check":
+        selection = None if args.kernels is None else [k.strip() for k in args.kernels.split(",") if k.strip()]
+        try:
+            result = _check.check(not args.no_bandwidth, kernels=selection, report=args.report,
+                                  progress=not args.no_progress)
+        except ValueError as e:
+            parser.error(str(e))
+        print(result.text)
+        return result.exit_code
     st = _status.status()
     print(json.dumps(st, indent=2) if args.json else render(st))
-    return 1 if _status.problems(st) else 0
+    return health(st, args.require_gfx950)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ from .flash_relu_rocm.registry import ELEMENT_BYTES
 SENTINEL = 0xA5                    # guard bytes; relu of 0xA5.. (negative) is 0, never the sentinel
 GUARD = 256                        # bytes, keeps x and out 256-byte aligned
 SEED = 0x5EED
-
+GIVEN, APART, IN_PLACE, NEW = "given", "apart", "in place", "new"  # where a Canary.frame's output is
 
 
 def _dtype(name: str):
@@ -128,67 +128,151 @@ def check_plans(rung, dtype: str, vec: int, n: int, x_addr: int, y_addr: int):
     return None
 
 
+def _first(mask: torch.Tensor):
+    """(index of the first True, how many) of a 1-D bool tensor, or None: on its own device
+    (a large device buffer is judged without a copy or an index per element)."""
+    if not bool(mask.any()):
+        return None
+    return int(mask.to(torch.uint8).argmax()), int(mask.sum())
+
+
 def _hex(v: int, width: int) -> str:
     return f"0x{v & ((1 << width) - 1):0{width // 4}X}"
 
 
 class Canary:
-    """One canary's buffer layout and its judge; `buffer` is device memory."""
+    """A buffer layout with guards, and its judge: a first-use canary's, and every case of the
+    hardware check (_check.py, through Canary.frame): one machinery for both.
+
+        GIVEN     [guard | x | guard | out | guard]    one allocation (a canary: always)
+        APART     [guard | x | guard]  [guard | out | guard]   out in an allocation of its own
+        IN_PLACE  [guard | x | guard]                  x is the output
+        NEW       [guard | x | guard]                  the output is a new tensor (judge(output=))
+
+    Every byte outside x and out must keep SENTINEL; x must keep its bits (unless it is the
+    output); the output must hold the bit rule of x's bits, bit for bit. `buffer` (and, APART,
+    `out_buffer`) is device memory (`device_memory`) of `total` (`out_total`) bytes, filled by load()."""
 
     def __init__(self, rung, dtype: str, vec: int):
-        self.dtype, self.width = dtype, _dtype(dtype).width
-        self.n = length(rung, vec)
-        self.nbytes = self.n * self.width // 8
-        span = -(-self.nbytes // GUARD) * GUARD
+        n = length(rung, vec)
         # guards of at least a tile: a kernel running a whole block past the
         # end stays inside the allocation, where the sentinels see it
         tile_bytes = rung.tile(vec) * ELEMENT_BYTES[dtype]
         guard = max(GUARD, -(-tile_bytes // GUARD) * GUARD)
-        self.x_at = guard
-        self.out_at = guard + span + guard
-        self.total = self.out_at + span + guard
-        self.bits = input_bits(dtype, vec, self.n)
-        self.host = torch.full((self.total,), SENTINEL, dtype=torch.uint8)
-        self.host[self.x_at:self.x_at + self.nbytes] = self.bits.view(torch.uint8)
-        self.buffer = None
+        self._lay_out(dtype, input_bits(dtype, vec, n), guard, 0, 0, GIVEN)
 
-    def load(self, buffer):
-        """Fill `buffer` (device memory of self.total bytes): guards and x."""
-        self.buffer = buffer
-        buffer.copy_(self.host)
+    @classmethod
+    def frame(cls, dtype: str, bits: torch.Tensor, guard: int = GUARD, x_offset: int = 0, out_offset: int = 0,
+              out: str = APART):
+        """A layout for `bits` (x's elements in memory order, as the dtype's integers, on any
+        device): x `x_offset` bytes past its guard, out `out_offset` bytes past its own (GIVEN,
+        APART), or IN_PLACE, or NEW."""
+        if out not in (GIVEN, APART, IN_PLACE, NEW):
+            raise ValueError(f"out must be one of {GIVEN!r}, {APART!r}, {IN_PLACE!r}, {NEW!r}")
+        self = cls.__new__(cls)
+        self._lay_out(dtype, bits, guard, x_offset, out_offset, out)
+        return self
+
+    def _lay_out(self, dtype, bits, guard, x_offset, out_offset, out):
+        self.dtype, self.width, self.out = dtype, _dtype(dtype).width, out
+        self.bits = bits
+        self.n = bits.numel()
+        self.nbytes = self.n * self.width // 8
+        self.x_at = guard + x_offset
+        span = -(-(self.x_at + self.nbytes) // GUARD) * GUARD  # keeps what follows 256-byte aligned
+        self.out_total = None
+        if out == GIVEN:
+            self.out_at = span + guard + out_offset
+            span = -(-(self.out_at + self.nbytes) // GUARD) * GUARD
+        elif out == APART:
+            self.out_at = guard + out_offset
+            self.out_total = -(-(self.out_at + self.nbytes) // GUARD) * GUARD + guard
+        else:
+            self.out_at = self.x_at if out == IN_PLACE else None
+        self.total = span + guard
+        self.buffer = self.out_buffer = None
+
+    @property
+    def host(self) -> torch.Tensor:
+        """The buffer's contents before the launch (CPU): guards and x."""
+        host = torch.full((self.total,), SENTINEL, dtype=torch.uint8)
+        host[self.x_at:self.x_at + self.nbytes] = self.bits.cpu().view(torch.uint8)
+        return host
+
+    def load(self, buffer, out_buffer=None):
+        """Fill `buffer` (device memory of self.total bytes): guards and x; APART, `out_buffer`
+        (of self.out_total bytes): guards, and SENTINEL where the output goes."""
+        self.buffer, self.out_buffer = buffer, out_buffer
+        if self.bits.device != buffer.device:  # one copy of the whole image to the device
+            buffer.copy_(self.host)
+        else:  # bits already where the buffer is (a large sweep's): filled there
+            buffer.fill_(SENTINEL)
+            buffer[self.x_at:self.x_at + self.nbytes].copy_(self.bits.view(torch.uint8))
+        if self.out == APART:
+            out_buffer.fill_(SENTINEL)
 
     def views(self):
-        """(x, out): 1-D tensors of the dtype inside the buffer."""
+        """(x, out): 1-D tensors of the dtype inside the buffers (out None for a new output)."""
         t = getattr(torch, self.dtype)
-        b = self.buffer
-        return (b[self.x_at:self.x_at + self.nbytes].view(t), b[self.out_at:self.out_at + self.nbytes].view(t))
+        x = self.buffer[self.x_at:self.x_at + self.nbytes].view(t)
+        if self.out == IN_PLACE:
+            return x, x
+        b = self.out_buffer if self.out == APART else self.buffer
+        return x, None if self.out_at is None else b[self.out_at:self.out_at + self.nbytes].view(t)
 
-    def judge(self):
-        """None if the kernel was right; else the evidence, one line."""
-        got = self.buffer.cpu()  # synchronous: waits for the kernel on its stream
-        x_end, out_end = self.x_at + self.nbytes, self.out_at + self.nbytes
-        regions = ((0, self.x_at, lambda i: f"guard before the input written at byte {i - self.x_at} of the input"),
-                   (x_end, self.out_at, lambda i: f"guard before the output written at byte {i - self.out_at} "
-                                                  f"of the output ({i - x_end} past the input's end)"),
-                   (out_end, self.total, lambda i: f"guard after the output written at byte {i - out_end} "
-                                                   "past the output's end"))
-        for lo, hi, say in regions:
-            bad = (got[lo:hi] != SENTINEL).nonzero()
-            if bad.numel():
-                i = lo + int(bad[0])
-                return f"{say(i)} (0x{SENTINEL:02X} -> 0x{int(got[i]):02X})"
+    def _regions(self):
+        """The guard regions: (which buffer, 0 or 1 (APART's output), from, to, how to say byte i written there)."""
+        x_end = self.x_at + self.nbytes
+        if self.out == GIVEN:
+            out_end = self.out_at + self.nbytes
+            return ((0, 0, self.x_at, lambda i: f"guard before the input written at byte {i - self.x_at} of the input"),
+                    (0, x_end, self.out_at, lambda i: f"guard before the output written at byte {i - self.out_at} "
+                                                      f"of the output ({i - x_end} past the input's end)"),
+                    (0, out_end, self.total, lambda i: f"guard after the output written at byte {i - out_end} "
+                                                       "past the output's end"))
+        what = "output" if self.out == IN_PLACE else "input"
+        regions = ((0, 0, self.x_at, lambda i: f"guard before the {what} written at byte {i - self.x_at} of the {what}"),
+                   (0, x_end, self.total, lambda i: f"guard after the {what} written at byte {i - x_end} "
+                                                    f"past the {what}'s end"))
+        if self.out == APART:
+            out_end = self.out_at + self.nbytes
+            regions += ((1, 0, self.out_at, lambda i: f"guard before the output written at byte {i - self.out_at} "
+                                                      "of the output"),
+                        (1, out_end, self.out_total, lambda i: f"guard after the output written at byte "
+                                                               f"{i - out_end} past the output's end"))
+        return regions
+
+    def judge(self, output=None, on_device=False, bits=True):
+        """None if the kernel was right; else the evidence, one line. `output`: a new output
+        (NEW), its elements in x's memory order; on_device: compared where the buffers are (a
+        large buffer), not copied to the host; bits=False: guards and input only (a
+        baseline whose bits are not the rule's)."""
+        # .cpu(): waits for the kernel on its stream
+        got = [b if on_device or b is None else b.cpu() for b in (self.buffer, self.out_buffer)]
+        for which, lo, hi, say in self._regions():
+            bad = _first(got[which][lo:hi] != SENTINEL)
+            if bad:
+                i = lo + bad[0]
+                return f"{say(i)} (0x{SENTINEL:02X} -> 0x{int(got[which][i]):02X})"
         itype = _int_view(self.dtype)
-        x_now = got[self.x_at:self.x_at + self.nbytes].view(itype)
-        bad = (x_now != self.bits).nonzero()
-        if bad.numel():
-            i = int(bad[0])
-            return (f"input changed at element {i} of {self.n}: {_hex(int(self.bits[i]), self.width)} -> "
-                    f"{_hex(int(x_now[i]), self.width)}")
-        out = got[self.out_at:self.out_at + self.nbytes].view(itype)
-        expect = expected_bits(self.bits, self.dtype)
-        bad = (out != expect).nonzero()
-        if bad.numel():
-            i = int(bad[0])
-            return (f"element {i} of {self.n} ({bad.numel()} differ): input {_hex(int(self.bits[i]), self.width)}, "
+        x_bits = self.bits.to(got[0].device)
+        x_now = got[0][self.x_at:self.x_at + self.nbytes].view(itype)
+        if self.out != IN_PLACE:
+            bad = _first(x_now != x_bits)
+            if bad:
+                i = bad[0]
+                return (f"input changed at element {i} of {self.n}: {_hex(int(x_bits[i]), self.width)} -> "
+                        f"{_hex(int(x_now[i]), self.width)}")
+        if not bits:
+            return None
+        if self.out == NEW:
+            out = output.reshape(-1).view(itype).to(got[0].device)
+        else:
+            out = got[1 if self.out == APART else 0][self.out_at:self.out_at + self.nbytes].view(itype)
+        expect = expected_bits(x_bits, self.dtype)
+        bad = _first(out != expect)
+        if bad:
+            i = bad[0]
+            return (f"element {i} of {self.n} ({bad[1]} differ): input {_hex(int(x_bits[i]), self.width)}, "
                     f"output {_hex(int(out[i]), self.width)}, expected {_hex(int(expect[i]), self.width)}")
         return None
