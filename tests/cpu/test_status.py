@@ -141,7 +141,8 @@ def test_health_check_fails_for_a_gfx950_without_the_kernel_path(fresh, no_hip, 
                                (("bfloat16", 8), ("float16", 8), ("float32", 4), ("int8", 16))}
     assert __main__.main([]) == code
     text = capsys.readouterr().out
-    assert ("PROBLEM: device" in text) == bool(code) and ("OK" in text.splitlines()) == (not code)
+    assert ("PROBLEM: device" in text) == bool(code) and not any(line.startswith("OK") for line in text.splitlines())
+    assert ("NO GFX950 SERVED: " in text) == (not code)
     assert __main__.main(["--json"]) == code
     assert json.loads(capsys.readouterr().out)["devices"] == st["devices"]
 
@@ -186,7 +187,11 @@ def test_python_dash_m(arch, code):
 
 def test_python_dash_m_as_written():
     r = subprocess.run([sys.executable, "-m", "relu_flydsl"], capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert r.returncode == 0 and r.stdout.rstrip().endswith("OK"), r.stdout + r.stderr
+    last = r.stdout.rstrip().splitlines()[-1]
+    assert r.returncode == 0 and last.startswith("NO GFX950 SERVED: "), r.stdout + r.stderr
+    r = subprocess.run([sys.executable, "-m", "relu_flydsl", "--require-gfx950"], capture_output=True, text=True,
+                       timeout=120, cwd=ROOT)
+    assert r.returncode == 2 and r.stdout.rstrip().splitlines()[-1] == last, r.stdout + r.stderr
 
 
 def test_status_loads_nothing(fresh):

@@ -82,24 +82,22 @@ def render(st: dict) -> str:
         out += [f"                {k}: {why}" for k, why in co["broken"].items()]
     e = st["entry"]
     serves = served(st)
-    if e["loaded"] and not e["serving"]:
-        out.append(f"compiled entry: loaded but switched off; relu(x) allocates with {e['allocation']}")
-    elif e["loaded"] and not serves:
-        out.append(f"compiled entry: loaded, serving no device here (every call takes torch's kernel); relu(x) "
-                   f"allocates with {e['allocation']}")
-    elif e["loaded"]:
-        out.append(f"compiled entry: serving (low host time per call); relu(x) allocates with {e['allocation']}")
+    alloc = f"relu(x) allocates with {e['allocation']}"
+    if e["in_use"] and e["serving_devices"]:
+        out.append(f"compiled entry: serving {e['serving_devices']} device(s) (low host time per call); {alloc}")
+    elif e["in_use"]:
+        out.append(f"compiled entry: loaded, serving no device here (a gfx950 is served from its first relu() "
+                   f"call there); {alloc}")
     else:
-        out.append(f"compiled entry: not loaded ({e['reason']}); every call takes the Python path (same "
-                   f"results, more host time); relu(x) allocates with {e['allocation']}")
+        state = "switched off" if e["loaded"] else f"not loaded ({e['reason']})"
+        out.append(f"compiled entry: {state}; {e['cost']['said']}; {alloc}")
     if not st["devices"]:
         why = st.get("devices_error") or "this torch sees no ROCm device"
         out.append(f"devices:        none ({why}): every call takes torch's kernel")
     for d in st["devices"]:
         state = "kernel path active" if d["kernel_path"] else f"kernel path OFF: {d['reason']}"
         out.append(f"device {d['index']}:       {d['arch']}, {state}")
-        if d["entry"]:
-            out.append(f"                compiled entry there: {d['entry']}")
+        out.append(f"                compiled entry there: {d['entry'] or 'serving'}")
         for kernel, verdict in d["canary"].items():
             out.append(f"                canary {kernel}: {verdict}")
     out.append("settings:")
