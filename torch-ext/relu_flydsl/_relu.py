@@ -33,6 +33,7 @@ from typing import Optional
 import torch
 
 from . import _dispatch, _inputs
+from ._inputs import FORWARD_AD as _fwad
 from ._inputs import OVERLAP as _OVERLAP
 from ._ops import add_op_namespace_prefix
 from ._state import ENV_COMPILE, caller_stacklevel
@@ -101,6 +102,9 @@ def _check_overlap(x, out) -> None:
 
 
 # ---- torch.library registration (torch.compile, autograd) ----------------
+# Version counters: the ops' writes leave them to torch.library, as torch's own ops do: a new
+# output keeps version 0 (torch.relu's), and a mutated argument (out) is bumped once by
+# torch.library's ADInplaceOrView kernel, so _dispatch.run bumps nothing here (bump=False).
 @torch.library.custom_op(add_op_namespace_prefix("relu"), mutates_args=())
 def _relu_op(x: torch.Tensor, rung: Optional[str] = None) -> torch.Tensor:
     return _dispatch.run(x, torch.empty_like(x), rung)
@@ -230,10 +234,11 @@ def relu(x: torch.Tensor, out: Optional[torch.Tensor] = None, *, rung: Optional[
     RELU_FLYDSL_COMPILE=op, read when the graph is traced, the kernel op
     runs there instead.
     """
-    # Tracing is asked here, where Dynamo folds it; the compiled entry asks libtorch the rest
+    # Tracing is asked here, where Dynamo folds it, and forward AD (a dual_level is active: the
+    # general path asks the tensors for tangents); the compiled entry asks libtorch the rest
     # (subclasses, torch.func transforms, dispatch modes, autograd, neg bits, an inference-tensor
     # out: _compiled_entry.c, torch_decides). A call it returns None for takes the general path.
-    if _compiled is not None and not _dynamo() and not _flags._is_compiling_flag:
+    if _compiled is not None and not _dynamo() and not _flags._is_compiling_flag and _fwad._current_level < 0:
         y = _compiled(x, out, rung)
         if y is not None:
             return y
