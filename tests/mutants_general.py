@@ -18,7 +18,7 @@ _TANGENT_ASKED = "FORWARD_AD._current_level >= 0 and (has_tangent(x) or (out is 
 MUTANTS = (
     # version counters (tests/vgpu/test_general_contracts.py)
     _m("general-out-unbumped", "general path: a kernel write into the caller's out leaves its version counter",
-       _D, "_launch_now", "_bump(written)", "pass", "general_path_bumps_versions"),
+       _D, "_launch_now", "_bump((written,))", "pass", "general_path_bumps_versions"),
     _m("serve-out-unbumped", "serve(): the caller's out handed to run() as a new output (never bumped)",
        _D, "serve", "run(x, out, rung, info, bump=True)", "run(x, out, rung, info)", "general_path_bumps_versions"),
     _m("fallback-always-bumps", "fallback: torch's bump also on a new output and on the op's out (twice there)",

@@ -212,11 +212,10 @@ def import_warnings(package: str, root: str, env: dict, how: str = "import") -> 
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("how", ["import", "import_module"])
-def test_a_setting_read_at_import_warns_at_the_importers_line(how):
-    """RELU_FLYDSL_RUNG=v9 at import: one warning, at the importing line (an import statement,
-    or importlib.import_module), as a setting read at a call warns at the calling line."""
+def test_a_setting_read_at_import_warns_at_the_importers_line():
+    """RELU_FLYDSL_RUNG=v9 at import: one warning, at the import statement, as a setting read at
+    a call warns at the calling line (tests/vgpu/test_general_contracts.py: importlib.import_module)."""
     package = Path(relu_flydsl.__file__).resolve().parent
-    got = import_warnings("relu_flydsl", str(package.parent), {"RELU_FLYDSL_RUNG": "v9"}, how)
+    got = import_warnings("relu_flydsl", str(package.parent), {"RELU_FLYDSL_RUNG": "v9"})
     assert [w["where"] for w in got] == ["importer:3"], got
     assert "ignoring RELU_FLYDSL_RUNG='v9'" in got[0]["message"]

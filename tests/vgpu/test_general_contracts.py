@@ -82,7 +82,12 @@ def general_path_bumps_versions(c):
     assert out._version - v == torch_out, f"_relu_out_op: version +{out._version - v}, torch +{torch_out}"
     c.dev.fresh_output(6 * N * 4, name="y-op")
     assert c.r._relu_op(x)._version == 0
-    assert c.flydsl_calls() == 7, c.pkg.dispatch_stats()
+    # inference tensors have no version counter: nothing to bump, nothing raised
+    with torch.inference_mode():
+        x, out = _normal(c, 7 * N, "x-inference"), _normal(c, 7 * N, "out-inference")
+        _first_call(c, lambda: c.relu(x, out=out))
+        assert torch.equal(out, torch.relu(x))
+    assert c.flydsl_calls() == 8, c.pkg.dispatch_stats()
 
     # the torch fallback of a gfx950 call (a dtype without a kernel): torch's own bump, once
     x64, out64 = torch.randn(N, dtype=F64), torch.empty(N, dtype=F64)
@@ -281,9 +286,10 @@ def entry_warning_says_what_happens(c):
 
 def import_warning_at_the_importers_line(c):
     """A setting read at import (RELU_FLYDSL_RUNG=v9) warns at the line that imported the
-    package, as one read at a call warns at the calling line."""
+    package (here with importlib.import_module; tests/cpu: an import statement), as one read at
+    a call warns at the calling line."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(c.pkg.__file__)))
-    got = import_warnings(c.pkg.__name__, root, {"RELU_FLYDSL_RUNG": "v9"})
+    got = import_warnings(c.pkg.__name__, root, {"RELU_FLYDSL_RUNG": "v9"}, how="import_module")
     assert [w["where"] for w in got] == ["importer:3"], got
     assert "RELU_FLYDSL_RUNG='v9'" in got[0]["message"], got
 

@@ -7,14 +7,18 @@
                            counted with its reason, torch's result or error
     serve(x, out, rung)    relu()'s one call after validation: no ROCm device -> torch's
                            kernel (no_device), else run() (out None: torch.empty_like(x))
-    run(x, out, rung)      x, out validated (same shape, dtype, device)
+    run(x, out, rung, bump) x, out validated (same shape, dtype, device)
       choose path          gfx950 + served dtype + contiguous x and out (or dense, out of
                            x's strides) + no neg bit + code objects
         |-- kernel         plan (cached per size/alignment/device) -> on first use on a
-        |                  device: module loaded (sha256 checked) and canary -> launch
-        |                  on the tensor's device's current stream
-        `-- fallback       torch.clamp_min(x, 0, out=out): torch.relu's own kernel
+        |                  device: module loaded (sha256 checked) and canary -> settings
+        |                  re-read (changed: decide again) -> launch on the tensor's
+        |                  device's current stream -> out's version bumped (bump)
+        `-- fallback       torch.clamp_min(x, 0, out=out): torch.relu's own kernel (bump:
+                           with torch's own version bump, else none)
       record the path      dispatch_stats()
+    bump: the caller's out (relu(x, out=)) is bumped once, as torch's out= ops bump it; a new
+    output stays at version 0 (torch.relu's); the torch.library op's out is bumped by torch.library.
 
 Nothing here compiles, links or imports anything beyond the standard library,
 torch and this package: the kernels are the shipped code objects (_objects.py).
@@ -277,7 +281,7 @@ def _launch_now(entry: Entry, x_addr: int, y_addr: int, stream: int, settings, w
         return _CHANGED
     error = _launch.launch_all(entry.function, entry.block, entry.esize, x_addr, y_addr, entry.plan.launches, stream)
     if written is not None:
-        _bump(written)  # also after a failed launch: a split may have written part of out
+        _bump((written,))  # also after a failed launch: a split may have written part of out
     return error
 
 
@@ -294,7 +298,23 @@ def _launch_entry(entry: Entry, x_addr: int, y_addr: int, info: DeviceInfo, sett
     return True
 
 
-_bump = torch.autograd.graph.increment_version  # (no counter on an inference tensor: nothing to bump)
+def _version_bumper():
+    """bump((tensor,)): torch's increment_version, as the one C call it makes where that call
+    takes a tuple of tensors and bumps each once (checked on a probe), else the public function.
+    An inference tensor has no counter: nothing is bumped."""
+    c_bump = getattr(torch._C, "_increment_version", None)
+    probe = torch.empty(2)
+    try:
+        c_bump((probe,))
+    except Exception:  # noqa: BLE001 - another signature: the public function
+        c_bump = None
+    if c_bump is not None and probe._version == 1:
+        return c_bump
+    public = torch.autograd.graph.increment_version
+    return lambda tensors: public(tensors[0])
+
+
+_bump = _version_bumper()
 
 
 def _fallback(x: torch.Tensor, out: torch.Tensor, bump: bool):
@@ -367,8 +387,8 @@ def run(x: torch.Tensor, out: torch.Tensor, rung: Optional[str], info=_NO_INFO, 
             raise ValueError(f"relu(): out is on device {None if there is None else there.index} but x is on "
                              f"device {info.index}")
     for _ in range(_DECISIONS):
-        settings = STATE.current()  # a change clears what the entry knew; _launch_now compares again
-        reason = fallback_reason(x, out, info)
+        reason = fallback_reason(x, out, info)  # (settings re-read first: a change clears what the entry knew)
+        settings = STATE.settings  # what this decision read; _launch_now compares it again
         if info is not None and STATE.replay is not None and (x.is_cuda or _compiled_entry.presented):
             _teach(info)  # a tensor the compiled entry takes for device memory too
         if reason is None and x.numel() == 0:

@@ -17,11 +17,12 @@ What runs, and with what results:
   2.13, -0.0 kept, some bf16/f16 NaN payloads changed). RELU_FLYDSL_COMPILE=op,
   read when a graph is traced, keeps the opaque kernel op there instead.
 
-relu() is a tracing check in Python and the compiled entry (_compiled_entry.c: its own
-questions to libtorch, then a ready kernel entry, or the torch fallback off gfx950), then,
-for what it did not serve, the
-general path: validation, inputs only torch serves, the compiled and autograd
-forms, and one call into the dispatcher (_dispatch.serve). A torch.library op costs several microseconds
+relu() is a tracing and forward-AD check in Python and the compiled entry (_compiled_entry.c:
+its own questions to libtorch, then a ready kernel entry, or the torch fallback off gfx950),
+then, for what it did not serve, the general path: validation, inputs only torch serves (a
+dual tensor among them: torch computes its tangent), the compiled and autograd forms, and one
+call into the dispatcher (_dispatch.serve). Writes into a caller's tensor bump its version
+counter once, as torch's out= and in-place ops do (autograd's check of saved tensors). A torch.library op costs several microseconds
 of host time per call: eager calls reach it only for autograd, and it calls
 the same dispatcher.
 """
