@@ -15,6 +15,7 @@ def _m(name, why, rel, qualname, old, new, kill, count=1):
 
 
 _TANGENT_ASKED = "FORWARD_AD._current_level >= 0 and (has_tangent(x) or (out is not None and has_tangent(out)))"
+_OUT_REFUSED = "FORWARD_AD._current_level >= 0 and _current_level() is None and (has_tangent(x) or has_tangent(out))"
 MUTANTS = (
     # version counters (tests/vgpu/test_general_contracts.py)
     _m("general-out-unbumped", "general path: a kernel write into the caller's out leaves its version counter",
@@ -29,7 +30,7 @@ MUTANTS = (
     _m("fwad-tangent-unasked", "needs_torch: a dual tensor served by the kernel (its tangent lost)",
        _I, "needs_torch", _TANGENT_ASKED, "False", "dual_tensors_keep_their_tangent"),
     _m("fwad-out-written", "torch_relu: out= with a dual left to torch, which writes out before refusing",
-       _I, "torch_relu", "FORWARD_AD._current_level >= 0 and (has_tangent(x) or has_tangent(out))", "False",
+       _I, "torch_relu", _OUT_REFUSED, "False",
        "dual_tensors_keep_their_tangent"),
     # settings and errors in flight
     _m("launch-settings-unchecked", "general path: the settings not re-read right before the launch",

@@ -81,7 +81,8 @@ def general_path_bumps_versions(c):
     c.r._relu_out_op(x, out)
     assert out._version - v == torch_out, f"_relu_out_op: version +{out._version - v}, torch +{torch_out}"
     c.dev.fresh_output(6 * N * 4, name="y-op")
-    assert c.r._relu_op(x)._version == 0
+    y_op = c.r._relu_op(x)  # (kept: its registered memory is not reused while the scenario runs)
+    assert y_op._version == 0
     # inference tensors have no version counter: nothing to bump, nothing raised
     with torch.inference_mode():
         x, out = _normal(c, 7 * N, "x-inference"), _normal(c, 7 * N, "out-inference")

@@ -84,9 +84,10 @@ def needs_torch(x, out) -> bool:
             return True
     if out is not None and out.is_inference() and not _inference_mode():
         return True  # torch refuses writes to inference tensors outside inference mode
-    if FORWARD_AD._current_level >= 0 and (has_tangent(x) or (out is not None and has_tangent(out))):
-        return True  # a dual tensor: torch's kernel computes its tangent
-    return _current_level() is not None or _dispatch_modes() != 0
+    if _current_level() is not None or _dispatch_modes() != 0:
+        return True
+    # a dual tensor (fwAD.make_dual): torch's kernel computes its tangent
+    return FORWARD_AD._current_level >= 0 and (has_tangent(x) or (out is not None and has_tangent(out)))
 
 
 def why_torch(x, out):
@@ -108,12 +109,12 @@ def why_torch(x, out):
         return None
     if isinstance(out, _Tensor) and out.is_inference() and not _inference_mode():
         return "inference tensor written outside inference mode"
-    if FORWARD_AD._current_level >= 0 and (has_tangent(x) or (isinstance(out, _Tensor) and has_tangent(out))):
-        return "forward AD"
     if _current_level() is not None:
         return "torch.func transform"
     if _dispatch_modes():
         return "torch dispatch mode"
+    if FORWARD_AD._current_level >= 0 and (has_tangent(x) or (isinstance(out, _Tensor) and has_tangent(out))):
+        return "forward AD"
     return None
 
 
@@ -148,8 +149,9 @@ def torch_relu(x, out):
         shapes = None
     if shapes is not None and shapes[0] != shapes[1]:
         raise ValueError(f"relu(): out has shape {tuple(shapes[1])} but x has shape {tuple(shapes[0])}")
-    if FORWARD_AD._current_level >= 0 and (has_tangent(x) or has_tangent(out)):
-        # torch's out= functions refuse forward AD too, but only after writing out
+    if FORWARD_AD._current_level >= 0 and _current_level() is None and (has_tangent(x) or has_tangent(out)):
+        # torch's out= functions refuse forward AD too, but only after writing out (inside a
+        # torch.func transform torch's own error comes first: torch decides there)
         raise NotImplementedError("relu(): out= does not support forward-mode AD (a dual x or out; torch's "
                                   "out= functions refuse it too); call relu(x) without out=, or relu(x, out=x)")
     return torch.clamp_min(x, 0, out=out)
