@@ -5,8 +5,49 @@ scenario table); CHECK_MUTANTS: mutation_support.CheckMutant. See tests/mutation
 """
 
 from mutant_types import CheckMutant, Mutant  # noqa: F401  (the kinds this catalogue holds)
+from test_general_contracts import SCENARIOS as _CONTRACTS
 
-MUTANTS = ()
-SCENARIOS = {}
+_D, _H, _I, _R, _S = "_dispatch.py", "_hip.py", "_inputs.py", "_relu.py", "_state.py"
+
+
+def _m(name, why, rel, qualname, old, new, kill, count=1):
+    return Mutant(name, why, ((rel, qualname, old, new) + ((count,) if count != 1 else ()),), (kill,))
+
+
+_TANGENT_ASKED = "FORWARD_AD._current_level >= 0 and (has_tangent(x) or (out is not None and has_tangent(out)))"
+_OUT_REFUSED = "FORWARD_AD._current_level >= 0 and _current_level() is None and (has_tangent(x) or has_tangent(out))"
+MUTANTS = (
+    # version counters (tests/vgpu/test_general_contracts.py)
+    _m("general-out-unbumped", "general path: a kernel write into the caller's out leaves its version counter",
+       _D, "_launch_now", "_bump((written,))", "pass", "general_path_bumps_versions"),
+    _m("serve-out-unbumped", "serve(): the caller's out handed to run() as a new output (never bumped)",
+       _D, "serve", "run(x, out, rung, info, bump=True)", "run(x, out, rung, info)", "general_path_bumps_versions"),
+    _m("fallback-always-bumps", "fallback: torch's bump also on a new output and on the op's out (twice there)",
+       _D, "_fallback", "bump", "True", "general_path_bumps_versions"),
+    # forward AD
+    _m("fwad-entry-unguarded", "relu(): the compiled entry asked with a forward-AD level active (it cannot see tangents)",
+       _R, "relu", "_fwad._current_level < 0", "True", "dual_tensors_keep_their_tangent"),
+    _m("fwad-tangent-unasked", "needs_torch: a dual tensor served by the kernel (its tangent lost)",
+       _I, "needs_torch", _TANGENT_ASKED, "False", "dual_tensors_keep_their_tangent"),
+    _m("fwad-out-written", "torch_relu: out= with a dual left to torch, which writes out before refusing",
+       _I, "torch_relu", _OUT_REFUSED, "False",
+       "dual_tensors_keep_their_tangent"),
+    # settings and errors in flight
+    _m("launch-settings-unchecked", "general path: the settings not re-read right before the launch",
+       _D, "_launch_now", "STATE.current() is not settings", "False", "settings_reread_before_the_launch"),
+    Mutant("restore-failure-swallowed", "on_device: a failed restore of the caller's device ignored",
+           ((_H, "on_device.__exit__", "set_device(self.prev)",
+             "try:\n    set_device(self.prev)\nexcept RuntimeError:\n    pass"),),
+           ("general_path_failed_restore_raises",)),
+    # what the package says
+    _m("runtime-path-soname", "runtime_path(): the name the runtime was opened by (a bare SONAME)",
+       _H, "runtime_path", "mapped_file(at) or _loader_file(at)", "getattr(_lib, '_name', None)",
+       "runtime_path_is_the_mapped_file"),
+    _m("serve-warning-says-fallback", "serve(): the warning without the compiled entry says calls take torch's fallback",
+       _D, "serve", "False", "True", "entry_warning_says_what_happens"),
+    _m("import-warning-at-bootstrap", "caller_stacklevel: the import machinery's frames counted (warnings skips them)",
+       _S, "caller_stacklevel", "_skipped(back.f_code.co_filename)", "False", "import_warning_at_the_importers_line"),
+)
+SCENARIOS = dict(_CONTRACTS)
 KNOWN_BUGS = {}
 CHECK_MUTANTS = ()

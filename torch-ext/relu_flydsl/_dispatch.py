@@ -7,14 +7,18 @@
                            counted with its reason, torch's result or error
     serve(x, out, rung)    relu()'s one call after validation: no ROCm device -> torch's
                            kernel (no_device), else run() (out None: torch.empty_like(x))
-    run(x, out, rung)      x, out validated (same shape, dtype, device)
+    run(x, out, rung, bump) x, out validated (same shape, dtype, device)
       choose path          gfx950 + served dtype + contiguous x and out (or dense, out of
                            x's strides) + no neg bit + code objects
         |-- kernel         plan (cached per size/alignment/device) -> on first use on a
-        |                  device: module loaded (sha256 checked) and canary -> launch
-        |                  on the tensor's device's current stream
-        `-- fallback       torch.clamp_min(x, 0, out=out): torch.relu's own kernel
+        |                  device: module loaded (sha256 checked) and canary -> settings
+        |                  re-read (changed: decide again) -> launch on the tensor's
+        |                  device's current stream -> out's version bumped (bump)
+        `-- fallback       torch.clamp_min(x, 0, out=out): torch.relu's own kernel (bump:
+                           with torch's own version bump, else none)
       record the path      dispatch_stats()
+    bump: the caller's out (relu(x, out=)) is bumped once, as torch's out= ops bump it; a new
+    output stays at version 0 (torch.relu's); the torch.library op's out is bumped by torch.library.
 
 Nothing here compiles, links or imports anything beyond the standard library,
 torch and this package: the kernels are the shipped code objects (_objects.py).
@@ -262,13 +266,69 @@ def _launch_failed(error, p: plan.Plan, numel):
     )
 
 
-def _launch_entry(entry: Entry, x_addr: int, y_addr: int, info: DeviceInfo):
+_CHANGED = object()  # the settings changed between the call's decision and its launch
+
+
+def _launch_now(entry: Entry, x_addr: int, y_addr: int, stream: int, settings, written):
+    """The launches of `entry`, with its device current: the HIP error (0: launched), or
+    _CHANGED, launching nothing, when the settings the call decided under are no longer the
+    current ones. They are re-read here, last: what ran since the decision (a module load, a
+    canary, a device switch: ctypes releases the GIL) can run Python that changes them.
+    `written` (the caller's out) gets its version counter bumped once for the writes, as torch's
+    out= and in-place ops bump it, before the caller's device is restored (a failed restore
+    raises with out already written)."""
+    if STATE.current() is not settings:
+        return _CHANGED
+    error = _launch.launch_all(entry.function, entry.block, entry.esize, x_addr, y_addr, entry.plan.launches, stream)
+    if written is not None:
+        _bump((written,))  # also after a failed launch: a split may have written part of out
+    return error
+
+
+def _launch_entry(entry: Entry, x_addr: int, y_addr: int, info: DeviceInfo, settings, written) -> bool:
+    """Launch `entry` on info's device and stream (see _launch_now); False when the settings
+    changed first (nothing launched), else True, or RuntimeError for a failed launch."""
     p = entry.plan
-    error = _on_device(info.index, info.current, _launch.launch_all, entry.function, entry.block, entry.esize,
-                       x_addr, y_addr, p.launches, info.stream)
+    error = _on_device(info.index, info.current, _launch_now, entry, x_addr, y_addr, info.stream, settings, written)
+    if error is _CHANGED:
+        return False
     if error:
         _launch_failed(error, p, sum(c.numel for c in p.launches))
     entry.hit()
+    return True
+
+
+def _version_bumper():
+    """bump((tensor,)): torch's increment_version, as the one C call it makes where that call
+    takes a tuple of tensors and bumps each once (checked on a probe), else the public function.
+    An inference tensor has no counter: nothing is bumped."""
+    c_bump = getattr(torch._C, "_increment_version", None)
+    probe = torch.empty(2)
+    try:
+        c_bump((probe,))
+    except Exception:  # noqa: BLE001 - another signature: the public function
+        c_bump = None
+    if c_bump is not None and probe._version == 1:
+        return c_bump
+    public = torch.autograd.graph.increment_version
+    return lambda tensors: public(tensors[0])
+
+
+_bump = _version_bumper()
+
+
+def _fallback(x: torch.Tensor, out: torch.Tensor, bump: bool):
+    """torch.relu's own kernel into out (torch.relu is clamp_min(x, 0): same kernel, same bits).
+    bump: out's version counter bumped by it, as torch.clamp_min(out=) bumps it; else untouched
+    (a new output, as torch.relu's; or the op's out, which torch.library's mutation already bumped)."""
+    if bump:
+        torch.clamp_min(x, 0, out=out)
+        return
+    with _below_inplace_or_view():  # no autograd: under no_grad, or inside the op, below it
+        torch.clamp_min(x, 0, out=out)
+
+
+_below_inplace_or_view = torch._C._AutoDispatchBelowADInplaceOrView
 
 
 def no_device(x: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
@@ -300,7 +360,9 @@ def serve(x: torch.Tensor, out: Optional[torch.Tensor], rung: Optional[str]) -> 
     info = device_info(x)
     if info is None:
         return no_device(x, out)
-    return run(x, torch.empty_like(x) if out is None else out, rung, info)
+    if out is None:
+        return run(x, torch.empty_like(x), rung, info)
+    return run(x, out, rung, info, bump=True)
 
 
 _NO_INFO = object()  # "device_info not asked yet" (None means: not a ROCm device)
@@ -312,7 +374,11 @@ def _teach(info: DeviceInfo):
         _compiled_entry.learn(info, _ARCH_REASON.format(info.arch))
 
 
-def run(x: torch.Tensor, out: torch.Tensor, rung: Optional[str], info=_NO_INFO) -> torch.Tensor:
+def run(x: torch.Tensor, out: torch.Tensor, rung: Optional[str], info=_NO_INFO, bump: bool = False) -> torch.Tensor:
+    """relu(x, out) validated, on the kernel or torch's fallback. bump: out is the caller's, and
+    its version counter goes up once for the write, as torch's out= and in-place ops do (on the
+    fallback, torch's own bump); else it is left as it was (a new output; the op's out, which
+    torch.library's mutation bumps)."""
     if info is _NO_INFO:
         info = device_info(x)
     if out is not x and info is not None:
@@ -320,30 +386,42 @@ def run(x: torch.Tensor, out: torch.Tensor, rung: Optional[str], info=_NO_INFO) 
         if there is None or there.index != info.index:
             raise ValueError(f"relu(): out is on device {None if there is None else there.index} but x is on "
                              f"device {info.index}")
-    reason = fallback_reason(x, out, info)  # (settings re-read first: a change clears what the entry knew)
-    if info is not None and STATE.replay is not None and (x.is_cuda or _compiled_entry.presented):
-        _teach(info)  # a tensor the compiled entry takes for device memory too
-    if reason is None and x.numel() == 0:
-        reason = "empty tensor"
-    if reason is None:
-        reason = _objects.unavailable() or _hip.unavailable()
+    for _ in range(_DECISIONS):
+        reason = fallback_reason(x, out, info)  # (settings re-read first: a change clears what the entry knew)
+        settings = STATE.settings  # what this decision read; _launch_now compares it again
+        if info is not None and STATE.replay is not None and (x.is_cuda or _compiled_entry.presented):
+            _teach(info)  # a tensor the compiled entry takes for device memory too
+        if reason is None and x.numel() == 0:
+            reason = "empty tensor"
+        if reason is None:
+            reason = _objects.unavailable() or _hip.unavailable()
+            if reason is not None:
+                STATE.warn_once(("unavailable", reason), reason)
         if reason is not None:
-            STATE.warn_once(("unavailable", reason), reason)
-    if reason is None:
-        rung_name = rung or STATE.settings.default_rung  # current(): fallback_reason re-read it
+            break
         xp, yp = x.data_ptr(), out.data_ptr()
-        entry = _entry(rung, rung_name, x.dtype, x.numel(), xp, yp, info.index)
+        # Entries hold no layout: relu is elementwise, so every dense layout with out of x's
+        # strides (fallback_reason) is one flat span of numel elements from data_ptr(), and a
+        # plan depends only on the size, the two alignments and the device.
+        entry = _entry(rung, rung or settings.default_rung, x.dtype, x.numel(), xp, yp, info.index)
         if entry.function is None:
             p = entry.plan
             entry.function, reason = _ready((p.rung, p.dtype, p.vec, info.index), info)
-        if reason is None:
-            _launch_entry(entry, xp, yp, info)
-            if entry.single and STATE.replay is not None:  # replayed by the compiled entry from now on
-                _compiled_entry.add(entry, rung)
-            return out
-    torch.clamp_min(x, 0, out=out)  # torch.relu is clamp_min(x, 0): same kernel, same bits
+        if reason is not None:
+            break
+        if not _launch_entry(entry, xp, yp, info, settings, out if bump else None):
+            continue  # the settings changed before the launch: decide again under the new ones
+        if entry.single and STATE.replay is not None:  # replayed by the compiled entry from now on
+            _compiled_entry.add(entry, rung)
+        return out
+    else:
+        reason = "the settings kept changing during the call"
+    _fallback(x, out, bump)
     STATE.record(("fallback", reason))
     return out
+
+
+_DECISIONS = 4  # decisions per call when the settings keep changing under it, then torch's fallback
 
 
 # ---- warmup ------------------------------------------------------------------

@@ -97,22 +97,52 @@ def unavailable():
 
 
 def runtime_path():
-    """The file of the HIP runtime bound (its path as mapped into this process where
-    /proc/self/maps names it, else the name it was opened by), or None when none is loaded."""
+    """The file of the HIP runtime bound, as mapped into this process (the mapping that holds
+    its hipGetDevice, from /proc/self/maps; else the path the dynamic loader recorded for it,
+    from dladdr), or None when none is loaded or neither names a file. Never a bare SONAME:
+    with several ROCm installs, it says which runtime the kernels launch through."""
     if unavailable() is not None:
         return None
-    name = getattr(_lib, "_name", None)
-    if name and "/" in name:
-        return name
+    try:
+        at = address(_lib.hipGetDevice)
+    except (AttributeError, TypeError, ctypes.ArgumentError):
+        return None
+    return mapped_file(at) or _loader_file(at)
+
+
+def mapped_file(at: int):
+    """The file whose mapping in this process holds address `at`, or None."""
     try:
         with open("/proc/self/maps") as maps:
             for line in maps:
-                path = line.rsplit(None, 1)[-1] if "/" in line else ""
-                if os.path.basename(path).startswith("libamdhip64"):
-                    return path
-    except OSError:
+                fields = line.split(None, 5)
+                start, _, end = fields[0].partition("-")
+                if int(start, 16) <= at < int(end, 16):
+                    path = fields[5].strip() if len(fields) == 6 else ""
+                    path = path.removesuffix(" (deleted)")
+                    return path if path.startswith("/") else None
+    except (OSError, ValueError, IndexError):
         pass
-    return name
+    return None
+
+
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+
+def _loader_file(at: int):
+    """dladdr's file for address `at`, resolved, when it is a path (not a bare name), else None."""
+    try:
+        dladdr = ctypes.CDLL(None).dladdr
+    except (OSError, AttributeError):
+        return None
+    dladdr.argtypes, dladdr.restype = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)], ctypes.c_int
+    info = _DlInfo()
+    if not dladdr(at, ctypes.byref(info)) or not info.dli_fname:
+        return None
+    name = os.fsdecode(info.dli_fname)
+    return os.path.realpath(name) if "/" in name else None
 
 
 def _check(err, what):

@@ -27,6 +27,31 @@ _dispatch_modes = torch._C._len_torch_dispatch_stack    # FakeTensorMode, make_f
 _inference_mode = torch.is_inference_mode_enabled
 
 
+class _EveryLevel:
+    """Stands in for torch.autograd.forward_ad where it keeps no `_current_level` int: every
+    call then asks each tensor for a tangent (slower, never wrong)."""
+    _current_level = 0
+
+
+# torch.autograd.forward_ad's `_current_level`: -1 outside fwAD.dual_level(), else the level
+# whose tangents relu() must keep (torch has one forward-AD level at a time). relu() reads it
+# before the compiled entry, which cannot see tangents.
+FORWARD_AD = (torch.autograd.forward_ad if type(getattr(torch.autograd.forward_ad, "_current_level", None)) is int
+              else _EveryLevel)
+_unpack_dual = getattr(torch._VF, "_unpack_dual", None)
+
+
+def has_tangent(t) -> bool:
+    """t (a tensor) carries a forward-AD tangent at the current level (only asked while a
+    level is active: a few microseconds)."""
+    level = FORWARD_AD._current_level
+    if level < 0:
+        return False
+    if _unpack_dual is None:
+        return torch.autograd.forward_ad.unpack_dual(t, level=level).tangent is not None
+    return _unpack_dual(t, level)[1] is not None
+
+
 def needs_torch(x, out) -> bool:
     """True when torch must handle relu(x, out) itself: non-strided layouts
     (sparse COO/CSR/CSC/BSR/BSC, mkldnn), nested or quantized tensors, tensor
@@ -34,8 +59,9 @@ def needs_torch(x, out) -> bool:
     the jagged NestedTensor; nn.Parameter counts as plain), an
     active torch.func transform (vmap, grad, jvp, jacrev, functionalize, any
     nesting: the tensors inside are functorch wrappers without storage) or an
-    active torch dispatch mode (FakeTensorMode, make_fx, FlopCounterMode), and
-    an out that is an inference tensor outside inference mode (torch raises).
+    active torch dispatch mode (FakeTensorMode, make_fx, FlopCounterMode),
+    an out that is an inference tensor outside inference mode (torch raises), and
+    an x or out with a forward-AD tangent (fwAD.make_dual: torch computes the tangent).
     A non-tensor x or out is left to the caller's validation (False).
 
     Meta tensors need nothing here: they are on no ROCm device, so the
@@ -58,7 +84,10 @@ def needs_torch(x, out) -> bool:
             return True
     if out is not None and out.is_inference() and not _inference_mode():
         return True  # torch refuses writes to inference tensors outside inference mode
-    return _current_level() is not None or _dispatch_modes() != 0
+    if _current_level() is not None or _dispatch_modes() != 0:
+        return True
+    # a dual tensor (fwAD.make_dual): torch's kernel computes its tangent
+    return FORWARD_AD._current_level >= 0 and (has_tangent(x) or (out is not None and has_tangent(out)))
 
 
 def why_torch(x, out):
@@ -84,6 +113,8 @@ def why_torch(x, out):
         return "torch.func transform"
     if _dispatch_modes():
         return "torch dispatch mode"
+    if FORWARD_AD._current_level >= 0 and (has_tangent(x) or (isinstance(out, _Tensor) and has_tangent(out))):
+        return "forward AD"
     return None
 
 
@@ -95,8 +126,9 @@ def torch_relu(x, out):
     rejects it for sparse, nested and quantized layouts and under vmap, grad
     and jvp). relu()'s own contract for out (same dtype, device and shape) is
     checked first, where the shape can be read, and an inference-tensor out
-    outside inference mode is refused before anything is written (torch
-    raises the same RuntimeError after writing)."""
+    outside inference mode, and a dual x or out with another out (torch's out=
+    functions refuse forward AD), are refused before anything is written
+    (torch raises the same errors after writing)."""
     if out is None:
         return torch.relu(x)
     if isinstance(out, _Tensor) and out.is_inference() and not _inference_mode():
@@ -117,6 +149,11 @@ def torch_relu(x, out):
         shapes = None
     if shapes is not None and shapes[0] != shapes[1]:
         raise ValueError(f"relu(): out has shape {tuple(shapes[1])} but x has shape {tuple(shapes[0])}")
+    if FORWARD_AD._current_level >= 0 and _current_level() is None and (has_tangent(x) or has_tangent(out)):
+        # torch's out= functions refuse forward AD too, but only after writing out (inside a
+        # torch.func transform torch's own error comes first: torch decides there)
+        raise NotImplementedError("relu(): out= does not support forward-mode AD (a dual x or out; torch's "
+                                  "out= functions refuse it too); call relu(x) without out=, or relu(x, out=x)")
     return torch.clamp_min(x, 0, out=out)
 
 

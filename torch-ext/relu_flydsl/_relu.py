@@ -17,11 +17,12 @@ What runs, and with what results:
   2.13, -0.0 kept, some bf16/f16 NaN payloads changed). RELU_FLYDSL_COMPILE=op,
   read when a graph is traced, keeps the opaque kernel op there instead.
 
-relu() is a tracing check in Python and the compiled entry (_compiled_entry.c: its own
-questions to libtorch, then a ready kernel entry, or the torch fallback off gfx950), then,
-for what it did not serve, the
-general path: validation, inputs only torch serves, the compiled and autograd
-forms, and one call into the dispatcher (_dispatch.serve). A torch.library op costs several microseconds
+relu() is a tracing and forward-AD check in Python and the compiled entry (_compiled_entry.c:
+its own questions to libtorch, then a ready kernel entry, or the torch fallback off gfx950),
+then, for what it did not serve, the general path: validation, inputs only torch serves (a
+dual tensor among them: torch computes its tangent), the compiled and autograd forms, and one
+call into the dispatcher (_dispatch.serve). Writes into a caller's tensor bump its version
+counter once, as torch's out= and in-place ops do (autograd's check of saved tensors). A torch.library op costs several microseconds
 of host time per call: eager calls reach it only for autograd, and it calls
 the same dispatcher.
 """
@@ -33,6 +34,7 @@ from typing import Optional
 import torch
 
 from . import _dispatch, _inputs
+from ._inputs import FORWARD_AD as _fwad
 from ._inputs import OVERLAP as _OVERLAP
 from ._ops import add_op_namespace_prefix
 from ._state import ENV_COMPILE, caller_stacklevel
@@ -101,6 +103,9 @@ def _check_overlap(x, out) -> None:
 
 
 # ---- torch.library registration (torch.compile, autograd) ----------------
+# Version counters: the ops' writes leave them to torch.library, as torch's own ops do: a new
+# output keeps version 0 (torch.relu's), and a mutated argument (out) is bumped once by
+# torch.library's ADInplaceOrView kernel, so _dispatch.run bumps nothing here (bump=False).
 @torch.library.custom_op(add_op_namespace_prefix("relu"), mutates_args=())
 def _relu_op(x: torch.Tensor, rung: Optional[str] = None) -> torch.Tensor:
     return _dispatch.run(x, torch.empty_like(x), rung)
@@ -230,10 +235,11 @@ def relu(x: torch.Tensor, out: Optional[torch.Tensor] = None, *, rung: Optional[
     RELU_FLYDSL_COMPILE=op, read when the graph is traced, the kernel op
     runs there instead.
     """
-    # Tracing is asked here, where Dynamo folds it; the compiled entry asks libtorch the rest
+    # Tracing is asked here, where Dynamo folds it, and forward AD (a dual_level is active: the
+    # general path asks the tensors for tangents); the compiled entry asks libtorch the rest
     # (subclasses, torch.func transforms, dispatch modes, autograd, neg bits, an inference-tensor
     # out: _compiled_entry.c, torch_decides). A call it returns None for takes the general path.
-    if _compiled is not None and not _dynamo() and not _flags._is_compiling_flag:
+    if _compiled is not None and not _dynamo() and not _flags._is_compiling_flag and _fwad._current_level < 0:
         y = _compiled(x, out, rung)
         if y is not None:
             return y

@@ -22,6 +22,7 @@ entry's included: it compares the raw values on every call and hands any change 
 general path, which re-reads them here.
 """
 
+import importlib
 import itertools
 import os
 import sys
@@ -213,26 +214,40 @@ class DispatchState:
 
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+IMPORTLIB_DIR = os.path.dirname(os.path.abspath(importlib.__file__)) + os.sep  # importlib.import_module's frames
 
 
 def _inside(filename: str) -> bool:
-    """A frame of this package, or of torch (an autograd or torch.library call on the way)."""
+    """A frame of this package, of torch (an autograd or torch.library call on the way) or of
+    importlib's Python modules (import_module on the way of an import)."""
     path = os.path.abspath(filename)
-    if path.startswith(PACKAGE_DIR):
+    if path.startswith(PACKAGE_DIR) or path.startswith(IMPORTLIB_DIR):
         return True
     torch = sys.modules.get("torch")
     torch_file = getattr(torch, "__file__", None)
     return torch_file is not None and path.startswith(os.path.dirname(os.path.abspath(torch_file)) + os.sep)
 
 
+def _skipped(filename: str) -> bool:
+    """A frame warnings.warn skips without counting it in stacklevel: the import machinery's
+    own (<frozen importlib._bootstrap>, CPython's _is_internal_filename)."""
+    return "importlib" in filename and "_bootstrap" in filename
+
+
 def caller_stacklevel() -> int:
     """warnings.warn's stacklevel, for a warning issued by this function's caller, that names the
     first frame outside this package and torch: the line of the user's code that called into the
-    package (relu(), warmup(), a layer's forward ...), whatever path inside led to the warning.
-    Runs only when a warning is issued."""
+    package (relu(), warmup(), a layer's forward ...), whatever path inside led to the warning,
+    or that imported it (a setting read at import: the import machinery's frames between are
+    skipped, and not counted, as warnings.warn skips them). Runs only when a warning is issued."""
     frame, level = sys._getframe(1), 1  # level 1: the frame calling warnings.warn
-    while frame.f_back is not None and _inside(frame.f_code.co_filename):
-        frame, level = frame.f_back, level + 1
+    while _inside(frame.f_code.co_filename):
+        back = frame.f_back
+        while back is not None and _skipped(back.f_code.co_filename):
+            back = back.f_back
+        if back is None:
+            break
+        frame, level = back, level + 1
     return level
 
 
