@@ -33,6 +33,10 @@ CHECK_MUTANTS = (
     CheckMutant("explain-unusable-before-capture", "explain(): a known unusable object named before the capture",
                 _S, "_explain", "_dispatch._capturing(info.stream)",
                 "_unusable(vkey[:3]) is None and _dispatch._capturing(info.stream)", _CAPTURE),
+    # relu() asks the general path inside a forward-AD level: explain() must not promise the entry
+    CheckMutant("explain-forward-ad-level-ignored", "explain(): the compiled entry promised inside a forward-AD level",
+                _S, "_entry_leaves", "_inputs.FORWARD_AD._current_level >= 0", "False",
+                ("test_explain", "test_explain_inside_a_forward_ad_level", {})),
     # the compiled entry stopped (unloaded or switched off) serves no device, whatever it remembers
     CheckMutant("status-entry-serving-after-stop", "status(): the entry's remembered devices counted after it stopped",
                 _S, "_entry_there", "_compiled_entry.SERVE is None", "False",

@@ -189,6 +189,22 @@ def test_explain_sees_the_compiled_entry_switched_off(vgpu):
 
 
 @pytest.mark.vgpu
+def test_explain_inside_a_forward_ad_level(vgpu):
+    """relu() asks the general path while a forward-AD level is active (a plain x keeps the kernel,
+    a dual x goes to torch's kernel): explain() says so, ready entry or not."""
+    import torch.autograd.forward_ad as fwAD
+
+    x, out, _, _ = CASES["float32"](vgpu)
+    explained_then_run(x, out, None, dev=vgpu)  # first use: the entry is ready after it
+    with fwAD.dual_level():
+        said = explained_then_run(x, out, None, dev=vgpu)
+        assert said.startswith("path: kernel, general path\nwhy: a forward-AD level is active"), said
+        dual = fwAD.make_dual(x, torch.ones_like(x))
+        assert "why: forward AD" in explained_then_run(dual, None, None, dev=vgpu)
+    assert explained_then_run(x, out, None, dev=vgpu).startswith("path: kernel, compiled entry")
+
+
+@pytest.mark.vgpu
 def test_explain_for_autograd(vgpu):
     x = torch.randn(2048, requires_grad=True)
     vgpu.register(x.detach(), name="x")

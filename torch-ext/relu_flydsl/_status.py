@@ -427,6 +427,8 @@ def _entry_leaves(x, out, rung, single: bool, autograd: bool) -> Optional[str]:
     ready, or None when it replays it."""
     if autograd:
         return "x requires grad: through the autograd op"
+    if _inputs.FORWARD_AD._current_level >= 0:  # relu()'s guard, before the compiled entry
+        return "a forward-AD level is active: relu() asks the general path"
     if _compiled_entry.SERVE is None:
         return (f"the compiled entry is not serving ({_compiled_entry.not_loaded() or 'switched off'}); "
                 f"{no_entry_cost()['said']}")
