@@ -550,63 +550,124 @@ def _torch_jvp(x0, t0, inplace=False):
         return p.clone(), t.clone()
 
 
-@pytest.mark.parametrize("dtype", FLOATS + (torch.float64,), ids=_name)
-def test_forward_ad(c, dtype):
-    """A dual tensor through relu(x) and relu(x, out=x) keeps torch's tangent (torch.relu's,
-    torch.relu_'s); relu(x, out=y) of a dual x is torch's NotImplementedError (out= functions have
-    no forward AD). Each call counted once, on whichever path serves it (the kernel, or torch with
-    a reason); the primal is the bit rule's or torch's."""
+AD_DTYPES = FLOATS + (torch.float64,)  # float64: torch's kernel serves it on the device
+
+
+def _ad_samples(c, dtype, path):
+    """(what, x0, t0, x, t) for each OpInfo sample: x and its tangent t presented on the device;
+    for path "entry" the entry for x's size is ready first."""
     for i, s in enumerate(c.op.sample_inputs("cpu", dtype)):
-        what = f"sample {i} {tuple(s.input.shape)}"
         x0 = s.input
+        if path == "entry" and dtype in KERNEL:
+            c.warm(x0.numel(), dtype)
         t0 = _values(dtype, x0.shape, seed=20 + i)
-        x, t = O.present(c.dev, x0, name=f"x{i}"), O.present(c.dev, t0, name=f"t{i}")
+        yield (f"sample {i} {tuple(x0.shape)}", x0, t0, O.present(c.dev, x0, name=f"x{i}"),
+               O.present(c.dev, t0, name=f"t{i}"))
+
+
+def _primal(key, p, x0, p_torch, what):
+    O.assert_rule(p, x0, what) if key.startswith("flydsl/") else O.same_values(p, p_torch, what)
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("dtype", AD_DTYPES, ids=_name)
+def test_forward_ad(c, dtype, path):
+    """test_forward_mode_AD's jvp, for each OpInfo sample: relu(dual) keeps torch.relu's tangent.
+    Counted once, on whichever path serves it (the kernel, or torch with a reason); the primal is
+    the bit rule's or torch's."""
+    for what, x0, t0, x, t in _ad_samples(c, dtype, path):
         p_torch, t_torch = _torch_jvp(x0, t0)
         with fwAD.dual_level():
-            _fresh(c, x)
+            if O.kernel_serves(x):
+                _fresh(c, x)
             with c.calls() as calls:
                 r = c.relu(fwAD.make_dual(x, t))
             key = calls.once(what)
             p, tangent = fwAD.unpack_dual(r)
-            assert tangent is not None, f"relu(dual) {what}: the tangent is lost ({key})"
+            assert tangent is not None, f"relu(dual) {what} on the {path} path: the tangent is lost ({key})"
             O.same_values(tangent, t_torch, f"tangent {what}")
-            O.assert_rule(p, x0, what) if key.startswith("flydsl/") else O.same_values(p, p_torch, what)
+            _primal(key, p, x0, p_torch, what)
+    c.dev.check()
 
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("dtype", AD_DTYPES, ids=_name)
+def test_forward_ad_in_place(c, dtype, path):
+    """test_inplace_forward_mode_AD: relu(dual, out=dual) updates the tangent as torch.relu_ does."""
+    for what, x0, t0, x, t in _ad_samples(c, dtype, path):
         p_torch, t_torch = _torch_jvp(x0, t0, inplace=True)
-        xi = O.present(c.dev, x0, name=f"xi{i}")
         with fwAD.dual_level():
-            d = fwAD.make_dual(xi, O.present(c.dev, t0, name=f"ti{i}"))
+            d = fwAD.make_dual(x, t)
             with c.calls() as calls:
-                r = c.relu(d, out=d)
-            calls.once(what)
-            assert r is d
-            tangent = fwAD.unpack_dual(d).tangent
-            O.same_values(tangent, t_torch, f"in-place tangent {what}")
+                assert c.relu(d, out=d) is d
+            key = calls.once(what)
+            p, tangent = fwAD.unpack_dual(d)
+            O.same_values(tangent, t_torch, f"in-place tangent {what} on the {path} path ({key})")
+            _primal(key, p, x0, p_torch, what)
+    c.dev.check()
 
-        out = O.present(c.dev, torch.zeros_like(x0), name=f"out{i}")
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("dtype", AD_DTYPES, ids=_name)
+def test_forward_ad_out_refused(c, dtype, path):
+    """relu(dual, out=y): torch's out= functions have no forward AD (NotImplementedError). torch
+    raises after writing out; relu_flydsl refuses bad input before writing (as for an inference
+    out), so out is left as it was."""
+    for what, x0, t0, x, t in _ad_samples(c, dtype, path):
+        out = O.present(c.dev, torch.zeros_like(x0), name=f"out-{what}")
         with fwAD.dual_level():
-            with pytest.raises(NotImplementedError):
+            with pytest.raises(NotImplementedError, match="forward AD"):
                 torch.ops.aten.relu.out(fwAD.make_dual(x0, t0), out=torch.zeros_like(x0))
             before = out.clone()
             with pytest.raises(NotImplementedError, match="forward AD"):
                 c.relu(fwAD.make_dual(x, t), out=out)
-            assert torch.equal(out, before), f"relu(dual, out=y) {what}: out written"
+            assert torch.equal(out, before), f"relu(dual, out=y) {what} on the {path} path: out written"
+    c.dev.check()
+
+
+@pytest.mark.parametrize("dtype", AD_DTYPES, ids=_name)
+def test_forward_ad_requires_grad(c, dtype):
+    """A dual tensor whose primal requires grad (what test_fn_fwgrad_bwgrad and gradcheck's forward
+    AD build): relu keeps torch.relu's tangent and its backward still gives torch's gradient."""
+    _adopt(c)
+    for what, x0, t0, x, t in _ad_samples(c, dtype, "general"):
+        x.requires_grad_()
+        p_torch, t_torch = _torch_jvp(x0, t0)
+        with fwAD.dual_level():
+            with c.calls() as calls:
+                r = c.relu(fwAD.make_dual(x, t))
+            key = calls.once(what)
+            p, tangent = fwAD.unpack_dual(r)
+            assert tangent is not None, f"relu(dual requiring grad) {what}: the tangent is lost ({key})"
+            O.same_values(tangent, t_torch, f"tangent {what}")
+            _primal(key, p.detach(), x0, p_torch, what)
+            (gx,) = torch.autograd.grad(r, x, torch.ones_like(x0))
+        O.same_values(gx, (x0 > 0).to(dtype), f"gradient {what}")
+    c.dev.check()
+
+
+def _tol(dtype):
+    return dict(eps=1e-2, atol=1e-3, rtol=1e-3) if dtype == torch.float32 else {}
+
+
+@pytest.mark.parametrize("dtype", (torch.float32, torch.float64), ids=_name)
+def test_forward_mode_ad_gradcheck(c, dtype):
+    """test_forward_mode_AD: gradcheck with forward AD (and the OpInfo's
+    check_batched_forward_grad), float32 on the kernel path, float64 on torch's."""
+    x = O.present(c.dev, _values(dtype, (5, 5), seed=14, away=0.05)).requires_grad_()
+    assert torch.autograd.gradcheck(_relu_fn(c), (x,), check_forward_ad=True, check_backward_ad=False,
+                                    check_undefined_grad=False, check_batched_grad=False,
+                                    check_batched_forward_grad=c.op.check_batched_forward_grad, **_tol(dtype))
     c.dev.check()
 
 
 @pytest.mark.parametrize("dtype", (torch.float32, torch.float64), ids=_name)
-def test_forward_ad_gradcheck(c, dtype):
-    """test_forward_mode_AD and test_fn_fwgrad_bwgrad: gradcheck with forward AD (the OpInfo's
-    check_batched_forward_grad) and gradgradcheck forward-over-reverse, float32 on the kernel
-    path, float64 on torch's."""
+def test_fwgrad_bwgrad(c, dtype):
+    """test_fn_fwgrad_bwgrad: gradgradcheck forward-over-reverse (supports_fwgrad_bwgrad)."""
+    _adopt(c)
     x = O.present(c.dev, _values(dtype, (5, 5), seed=14, away=0.05)).requires_grad_()
-    fn = _relu_fn(c)
-    tol = dict(eps=1e-2, atol=1e-3, rtol=1e-3) if dtype == torch.float32 else {}
-    assert torch.autograd.gradcheck(fn, (x,), check_forward_ad=True, check_backward_ad=False,
-                                    check_undefined_grad=False, check_batched_grad=False,
-                                    check_batched_forward_grad=c.op.check_batched_forward_grad, **tol)
-    assert torch.autograd.gradgradcheck(fn, (x,), check_fwd_over_rev=True, check_rev_over_rev=False,
-                                        check_undefined_grad=False, check_batched_grad=False, **tol)
+    assert torch.autograd.gradgradcheck(_relu_fn(c), (x,), check_fwd_over_rev=True, check_rev_over_rev=False,
+                                        check_undefined_grad=False, check_batched_grad=False, **_tol(dtype))
     c.dev.check()
 
 
