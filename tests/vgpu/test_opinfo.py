@@ -18,6 +18,7 @@ first call) and on the compiled entry (its entry ready; test_hot_path's Ctx coun
 the general path).
 """
 
+import ctypes
 import re
 from pathlib import Path
 
@@ -332,6 +333,34 @@ def test_out_contract(c, dtype, path):
     c.dev.check()
 
 
+@pytest.mark.parametrize("path", PATHS)
+def test_out_in_host_memory(c, path):
+    """out in host memory (no virtual device holds it: a CPU tensor next to a device x): torch
+    raises for another device type; relu() must refuse it before launching, on both paths. The
+    stand-in answers device -1 for host memory, to the general path's device_info (None: not a
+    ROCm device) and to the compiled entry's device callback."""
+    from vgpu.serve import DEVICE_OF, STREAM_OF
+
+    dev, entry = c.dev, c.entry
+    device_of = DEVICE_OF(lambda pointer: dev.device_of(pointer, -1))
+    stream_of = STREAM_OF(lambda index: H.STREAM)
+    entry.present_cpu(True, ctypes.cast(device_of, ctypes.c_void_p).value, ctypes.cast(stream_of, ctypes.c_void_p).value)
+    entry.presenting = (device_of, stream_of)
+    info = c.d.device_info
+
+    def device_info(t):
+        return None if dev.device_of(t.data_ptr()) is None else info(t)
+
+    c.mp.setattr(c.d, "device_info", device_info)
+    n = 64
+    _on(c, path, n, torch.float32)
+    x = O.present(dev, _values(torch.float32, (n,), seed=27))
+    host = torch.full((n,), 7.0)  # 16-byte aligned, as the warmed entry's out
+    assert dev.device_of(host.data_ptr()) is None
+    _refused(c, x, host, (ValueError, RuntimeError), "device", f"out in host memory, {path} path")
+    dev.check()
+
+
 # ---- version counters, no_grad, inference_mode ---------------------------------------------
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("dtype", KERNEL, ids=_name)
@@ -364,7 +393,8 @@ def test_version_counter(c, dtype, path):
 def test_inference_and_no_grad(c, dtype):
     """torch's inference-mode and no_grad rules on the kernel path: relu(x) in inference mode is
     an inference tensor, out of it a normal one (also of an inference x); writing an inference
-    tensor outside inference mode is torch's RuntimeError with nothing written; under no_grad an x
+    tensor outside inference mode is torch's RuntimeError with nothing written, inside it the
+    kernel's write (no version counter to advance there); under no_grad an x
     that requires grad gives a result without grad, and out= (even out=x) is allowed."""
     n = 64
     x0 = _values(dtype, (n,), seed=4)
@@ -394,6 +424,14 @@ def test_inference_and_no_grad(c, dtype):
     with pytest.raises(RuntimeError, match="inference tensor"):
         c.relu(inf_x, out=inf_x)
     assert torch.equal(inf_x, x0), "inference x written outside inference_mode"
+    with torch.inference_mode():  # there torch writes inference tensors, which have no version counter
+        for form, args in (("out= an inference tensor", (x, inf_x)), ("out=x, an inference tensor", (inf_x, inf_x))):
+            for _ in range(2):  # a first call, then one its entry serves
+                inf_x.copy_(x0)
+                with c.calls() as calls:
+                    assert c.relu(*args[:1], out=args[1]) is args[1]
+                calls.kernel(dtype, f"{form} in inference_mode")
+                O.assert_rule(inf_x, x0, form)
 
     if dtype.is_floating_point:
         xg = O.present(c.dev, x0, name="x-grad").requires_grad_()
@@ -551,6 +589,9 @@ def _torch_jvp(x0, t0, inplace=False):
 
 
 AD_DTYPES = FLOATS + (torch.float64,)  # float64: torch's kernel serves it on the device
+# (dtype, path): float64 never has a ready entry, so its "entry" call is its general one
+AD_CASES = [pytest.param(d, p, id=f"{_name(d)}-{p}") for d in FLOATS for p in PATHS] + \
+    [pytest.param(torch.float64, "general", id="float64-general")]
 
 
 def _ad_samples(c, dtype, path):
@@ -569,8 +610,7 @@ def _primal(key, p, x0, p_torch, what):
     O.assert_rule(p, x0, what) if key.startswith("flydsl/") else O.same_values(p, p_torch, what)
 
 
-@pytest.mark.parametrize("path", PATHS)
-@pytest.mark.parametrize("dtype", AD_DTYPES, ids=_name)
+@pytest.mark.parametrize(("dtype", "path"), AD_CASES)
 def test_forward_ad(c, dtype, path):
     """test_forward_mode_AD's jvp, for each OpInfo sample: relu(dual) keeps torch.relu's tangent.
     Counted once, on whichever path serves it (the kernel, or torch with a reason); the primal is
@@ -590,8 +630,7 @@ def test_forward_ad(c, dtype, path):
     c.dev.check()
 
 
-@pytest.mark.parametrize("path", PATHS)
-@pytest.mark.parametrize("dtype", AD_DTYPES, ids=_name)
+@pytest.mark.parametrize(("dtype", "path"), AD_CASES)
 def test_forward_ad_in_place(c, dtype, path):
     """test_inplace_forward_mode_AD: relu(dual, out=dual) updates the tangent as torch.relu_ does."""
     for what, x0, t0, x, t in _ad_samples(c, dtype, path):
@@ -607,8 +646,7 @@ def test_forward_ad_in_place(c, dtype, path):
     c.dev.check()
 
 
-@pytest.mark.parametrize("path", PATHS)
-@pytest.mark.parametrize("dtype", AD_DTYPES, ids=_name)
+@pytest.mark.parametrize(("dtype", "path"), AD_CASES)
 def test_forward_ad_out_refused(c, dtype, path):
     """relu(dual, out=y): torch's out= functions have no forward AD (NotImplementedError). torch
     raises after writing out; relu_flydsl refuses bad input before writing (as for an inference
@@ -731,10 +769,10 @@ def test_neg_view(c, dtype, path):
     c.dev.check()
 
 
-def test_conj_and_complex(c):
-    """Complex x (with or without the conj bit, and its neg-bit .imag): torch's relu refuses
-    complex (NotImplementedError), relu_flydsl documents TypeError (test_documented_refusals);
-    x.conj().imag is a real neg view: torch's values, via torch."""
+def test_conj_complex_and_bool(c):
+    """Complex x (with or without the conj bit) and bool x: torch's relu refuses them
+    (NotImplementedError, RuntimeError), relu_flydsl documents TypeError; x.conj().imag is a real
+    neg view: torch's values, via torch."""
     z0 = torch.complex(_values(torch.float32, (12,), seed=17), _values(torch.float32, (12,), seed=18))
     z = O.present(c.dev, z0, name="z")
     with pytest.raises(NotImplementedError):
@@ -743,6 +781,15 @@ def test_conj_and_complex(c):
         with pytest.raises(TypeError, match="complex"):
             c.relu(v)
     assert "| bool or complex `x` | `TypeError` (torch.relu rejects them too) |" in _doc_rows()
+    b0 = torch.tensor([True, False] * 4)
+    with pytest.raises(RuntimeError, match="Boolean"):
+        torch.relu(b0)
+    b = O.present(c.dev, b0, name="bool")
+    for out in (None, O.present(c.dev, b0, name="bool-out"), b):
+        with c.calls() as calls, pytest.raises(TypeError, match="bool"):
+            c.relu(b, out=out)
+        assert not calls.launched and not calls.stats
+    assert torch.equal(b, b0)
     im = z.conj().imag
     assert im.is_neg()
     with c.calls() as calls:
