@@ -652,7 +652,8 @@ def test_forward_ad_in_place(c, dtype, path):
 
 @pytest.mark.parametrize(("dtype", "path"), AD_CASES)
 def test_forward_ad_out_refused(c, dtype, path):
-    """relu(dual, out=y): torch's out= functions have no forward AD (NotImplementedError). torch
+    """relu(dual, out=y) and relu(x, out=dual): torch's out= functions have no forward AD
+    (NotImplementedError). torch
     raises after writing out; relu_flydsl refuses bad input before writing (as for an inference
     out), so out is left as it was."""
     for what, x0, t0, x, t in _ad_samples(c, dtype, path):
@@ -664,6 +665,13 @@ def test_forward_ad_out_refused(c, dtype, path):
             with pytest.raises(NotImplementedError, match="forward AD"):
                 c.relu(fwAD.make_dual(x, t), out=out)
             assert torch.equal(out, before), f"relu(dual, out=y) {what} on the {path} path: out written"
+            # a plain x into a dual out: torch refuses that too (its tangent would go stale)
+            with pytest.raises(NotImplementedError, match="forward AD"):
+                torch.ops.aten.relu.out(x0, out=fwAD.make_dual(torch.zeros_like(x0), torch.zeros_like(t0)))
+            dual_out = fwAD.make_dual(out, O.present(c.dev, torch.zeros_like(t0), name=f"out-tangent-{what}"))
+            with pytest.raises(NotImplementedError, match="forward AD"):
+                c.relu(x, out=dual_out)
+            assert torch.equal(out, before), f"relu(x, out=dual) {what} on the {path} path: out written"
     c.dev.check()
 
 
@@ -851,6 +859,34 @@ def test_noncontiguous_samples(c, dtype):
             c.relu(x, out=out)
         calls.kernel(dtype, f"out= {name}")
         O.assert_rule(out, x, f"out= {name}")
+    c.dev.check()
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_cow_input(c, path):
+    """TestCompositeCompliance.test_cow_input: an input relu only reads stays copy-on-write (the
+    OpInfo allows no materialization), as torch.relu leaves it, and relu(x) of it is the kernel's.
+    A materialized input is a copy relu then reads: new memory the virtual device does not know."""
+    n = 64
+    _on(c, path, n, torch.float32)
+    x0 = _values(torch.float32, (n,), seed=28)
+    x = O.present(c.dev, x0)
+    lazy = torch._lazy_clone(x)
+    torch.relu(lazy)
+    assert torch._C._is_cow_tensor(lazy), "torch.relu reads a copy-on-write input in place"
+    _fresh(c, lazy)
+    try:
+        with c.calls() as calls:
+            y = c.relu(lazy)
+    except RuntimeError as e:
+        y = e
+    if not torch._C._is_cow_tensor(lazy):
+        c.dev.errors_expected = True  # the kernel read the copy: memory the device never saw
+        pytest.fail(f"relu(x) on the {path} path materialized its copy-on-write input x "
+                    f"(torch.relu does not): {y if isinstance(y, Exception) else 'a copy of x was made'}")
+    assert not isinstance(y, Exception), y
+    calls.kernel(torch.float32, "relu(copy-on-write x)")
+    O.assert_rule(y, x0)
     c.dev.check()
 
 
