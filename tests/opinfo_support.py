@@ -15,6 +15,7 @@ import functools
 import sys
 import types
 import unittest
+import warnings
 
 import torch
 
@@ -29,14 +30,25 @@ def relu_opinfo():
     """torch.testing._internal's OpInfo for nn.functional.relu. common_utils imports
     `expecttest` only for its TestCase base class and an ACCEPT flag (golden-output tests): where
     it is not installed, a stand-in with exactly those two names lets the OpInfo database import."""
+    stand_in = None
     try:
         import expecttest  # noqa: F401
     except ImportError:
-        stand_in = types.ModuleType("expecttest")
+        stand_in = sys.modules["expecttest"] = types.ModuleType("expecttest")
         stand_in.TestCase = unittest.TestCase
         stand_in.ACCEPT = False
-        sys.modules["expecttest"] = stand_in
-    from torch.testing._internal.common_methods_invocations import op_db
+    frozen = torch.backends.flags_frozen()
+    try:
+        with warnings.catch_warnings():  # common_utils adds a filter at import
+            from torch.testing._internal.common_methods_invocations import op_db
+    finally:
+        # common_utils also freezes torch.backends' flags at import, for torch's own test runs;
+        # the rest of this suite keeps its process as it was
+        if not frozen:  # the flag disable_global_flags() cleared, where flags_frozen() reads it
+            torch.backends.flags_frozen.__globals__["__allow_nonbracketed_mutation_flag"] = True
+        if stand_in is not None and sys.modules.get("expecttest") is stand_in:
+            del sys.modules["expecttest"]  # common_utils holds it; nothing else sees it
+    assert torch.backends.flags_frozen() == frozen
 
     (op,) = [o for o in op_db if o.name == "nn.functional.relu" and not o.variant_test_name]
     return op
