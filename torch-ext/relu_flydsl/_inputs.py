@@ -152,7 +152,7 @@ def torch_relu(x, out):
     if FORWARD_AD._current_level >= 0 and _current_level() is None and (has_tangent(x) or has_tangent(out)):
         # torch's out= functions refuse forward AD too, but only after writing out (inside a
         # torch.func transform torch's own error comes first: torch decides there)
-        raise NotImplementedError("relu(): out= does not support forward-mode AD (a dual x or out; torch's "
+        raise NotImplementedError("relu(): out= does not support forward AD (a dual x or out; torch's "
                                   "out= functions refuse it too); call relu(x) without out=, or relu(x, out=x)")
     return torch.clamp_min(x, 0, out=out)
 
