@@ -220,3 +220,21 @@ def test_a_setting_read_at_import_warns_at_the_importers_line():
     got = import_warnings("relu_flydsl", str(package.parent), {"RELU_FLYDSL_RUNG": "v9"})
     assert [w["where"] for w in got] == ["importer:3"], got
     assert "ignoring RELU_FLYDSL_RUNG='v9'" in got[0]["message"]
+
+
+# ---- out= in x's storage -----------------------------------------------------
+@pytest.mark.parametrize("general", [False, True], ids=["entry", "general path"])
+def test_disjoint_views_of_one_storage_are_not_an_overlap(general):
+    """out and x in one storage but on disjoint bytes: torch's clamp_min(out=) writes it, and so
+    does relu() on either path (torch._C._overlaps alone calls every two views of one storage
+    overlapping); bytes shared, even one element, stay relu()'s ValueError with nothing written."""
+    with _general_path_only() if general else contextlib.nullcontext():
+        buf = torch.randn(200)
+        want = buf.clone()
+        torch.clamp_min(want[0:10], 0, out=want[10:20])
+        relu_flydsl.relu(buf[0:10], out=buf[10:20])  # adjacent, not overlapping
+        assert torch.equal(buf, want)
+        before = buf.clone()
+        with pytest.raises(ValueError, match="overlap"):
+            relu_flydsl.relu(buf[0:10], out=buf[9:19])
+        assert torch.equal(buf, before)

@@ -71,7 +71,7 @@ def _check(x, out, rung, compiling: bool) -> bool:
     in_place = out is x
     if not compiling:  # pointers are not traceable: the op checks at run time
         in_place = in_place or _same_view(x, out)
-        if not in_place and out.numel() and torch._C._overlaps(out, x):  # _check_overlap, inlined
+        if not in_place and out.numel() and _overlaps(x, out):  # _check_overlap, inlined
             raise ValueError(_OVERLAP)
     if not in_place and not _is_dense(out):  # out=x works for any layout, as torch.relu_ does
         raise ValueError(
@@ -97,8 +97,23 @@ def _same_view(x, out) -> bool:
     return out.data_ptr() == x.data_ptr() and out.stride() == x.stride()
 
 
+def _span(t):
+    """The bytes t's elements lie in, [first, end) (torch's strides are never negative)."""
+    first = t.data_ptr()
+    return first, first + (sum((n - 1) * s for n, s in zip(t.shape, t.stride())) + 1) * t.element_size()
+
+
+def _overlaps(x, out) -> bool:
+    """out and x share bytes, as the compiled entry judges it: torch._C._overlaps answers True for
+    any two views of one storage, disjoint ones too, so their byte spans decide then."""
+    if not torch._C._overlaps(out, x):
+        return False
+    (xa, xb), (ya, yb) = _span(x), _span(out)
+    return xa < yb and ya < xb
+
+
 def _check_overlap(x, out) -> None:
-    if not _same_view(x, out) and out.numel() and torch._C._overlaps(out, x):
+    if not _same_view(x, out) and out.numel() and _overlaps(x, out):
         raise ValueError(_OVERLAP)
 
 
