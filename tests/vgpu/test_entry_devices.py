@@ -152,15 +152,19 @@ def entry_failed_get_device(c):
 
 
 def entry_failed_restore(c):
-    """hipSetDevice fails when the entry switches back after the launch: the result stands
-    (the launch ran) and no HIP error is left pending."""
+    """hipSetDevice fails when the entry switches back after the launch: RuntimeError naming it
+    (hipSetDevice(0)), as the general path raises from its own switch back; the call is not
+    counted, and no HIP error is left pending. The next call is served."""
     _devices(c, 2)
     _ready(c, 1)
-    xbits, x, _, out, _ = _tensors(c, 1, seed=3)
+    _, x, _, out, _ = _tensors(c, 1, seed=3)
+    general, calls, launches = c.general, c.flydsl_calls(), len(c.dev.launches)
     c.dev.fail_calls("hipSetDevice", 1, after=1)
-    assert c.relu(x, out=out) is out
+    with pytest.raises(RuntimeError, match=r"hipSetDevice\(0\) failed"):
+        c.relu(x, out=out)
     assert c.dev.fail_pending("hipSetDevice") == 0, "the entry did not switch back"
-    S.assert_bits(out, S.relu_bits(xbits, F32))
+    assert c.general == general, "the compiled entry took the call"
+    assert len(c.dev.launches) == launches + 1 and c.flydsl_calls() == calls, "launched, raised, not counted"
     pending = c.dev.last_error()
     assert pending == 0, f"HIP error {pending} left pending after switching back failed"
     c.dev.set_device(0)
