@@ -190,7 +190,6 @@ static int32_t asked_device[2] = {-1, -1}; /* the shim's device type and index n
 
 static PyObject *env_data, *env_keys[3], *env_seen[3]; /* os.environ._data, the three keys, their values */
 static int disabled;                                    /* the kill switch, as the settings read it */
-static int stopped;                                     /* unload(): every call goes to the general path */
 /* Changed by every clear(), hip() and present_cpu(): a call that saw another generation before it
  * ran Python (an allocation, a callback) was decided under settings or a runtime since replaced. */
 static uint64_t generation;
@@ -247,11 +246,6 @@ static int describe(PyObject *tensor, DLTensor *t) {
         }
     }
     return 0;
-}
-
-/* Device type and index both: a ROCm x with a host out is not one device (index 0 each). */
-static int same_device(const DLTensor *a, const DLTensor *b) {
-    return a->device.device_type == b->device.device_type && a->device.device_id == b->device.device_id;
 }
 
 static int dtype_key(DLDataType t) { return t.lanes == 1 ? t.code << 8 | t.bits : -1; }
@@ -497,7 +491,6 @@ static PyObject *serve(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     }
     PyObject *x = args[0], *out = args[1];
     uint64_t seen = generation; /* the settings and runtime this call is decided under */
-    if (stopped) Py_RETURN_NONE;
     if (torch_decides(x, out) != NULL || !env_current()) Py_RETURN_NONE;
     DLTensor xt, yt, xs; /* xs: x as described, for relu(x)'s allocation */
     int64_t x_span[2], y_span[2];
@@ -507,7 +500,8 @@ static PyObject *serve(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     int dt = dtype_key(xt.dtype);
     if (out != Py_None) {
         if (describe(out, &yt) != 0) goto general;
-        if (!same_device(&xt, &yt)) goto general; /* e.g. a host out of a ROCm x: the general path's error */
+        if (yt.device.device_type != xt.device.device_type) goto general; /* a host out of a ROCm x (each
+                                                                             * index 0): the general path's error */
         same_layout = same_shape(&xt, &yt) && same_strides(&xt, &yt);
         if (same_layout && dense(&xt)) { /* any dense layout, out of x's strides: one span each */
             as_span(&xt, x_span);
@@ -581,7 +575,7 @@ static PyObject *serve(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     }
     /* The allocation and the stream query may have run Python (torch.empty_like, a garbage
      * collection, the stand-in's callbacks): the settings are read again before the launch. */
-    if (!env_current() || seen != generation || stopped) {
+    if (!env_current() || seen != generation) {
         Py_DecRef(out);
         goto undecided;
     }
@@ -849,13 +843,12 @@ static PyObject *named(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
 }
 
 /* clear(env, disabled, entries_max): the settings the general path read (env: the three raw
- * values, None where unset; env None: unload(), every call goes to the general path) and the
- * bound on entries; every entry and device dropped. A call in flight sees the new generation
- * before it launches, and goes to the general path. */
+ * values, None where unset) and the bound on entries; every entry and device dropped. A call in
+ * flight sees the new generation before it launches, and goes to the general path. */
 static PyObject *clear(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 3 || (args[0] != Py_None && (!PyTuple_Check(args[0]) || PyTuple_Size(args[0]) != 3))) {
-        PyErr_SetString(PyExc_TypeError, "clear(env: 3-tuple or None, disabled, entries_max)");
+    if (nargs != 3 || !PyTuple_Check(args[0]) || PyTuple_Size(args[0]) != 3) {
+        PyErr_SetString(PyExc_TypeError, "clear(env: 3-tuple, disabled, entries_max)");
         return NULL;
     }
     long most = PyLong_AsLong(args[2]);
@@ -866,9 +859,8 @@ static PyObject *clear(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     int off = PyObject_IsTrue(args[1]);
     if (off < 0) return NULL;
     entries_max = (int)most;
-    stopped = args[0] == Py_None;
     for (int i = 0; i < 3; i++) {
-        PyObject *v = stopped ? Py_None : PyTuple_GetItem(args[0], i);
+        PyObject *v = PyTuple_GetItem(args[0], i);
         set_ref(&env_seen[i], v == Py_None ? NULL : v);
     }
     disabled = off;

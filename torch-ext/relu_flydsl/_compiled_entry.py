@@ -538,7 +538,10 @@ def unload(reason: str):
     global SERVE, _module, _reason
     if _module is None:
         return
-    _module.clear(None, False, 1)  # a call already in it goes to the general path (not the kill switch's count)
+    # every entry and device dropped; the settings as the general path read them, so that a call
+    # already holding serve is counted as the general path would count it (not as the kill switch)
+    with STATE.lock:
+        _module.clear(STATE.env, STATE.settings.disabled, 1)
     devices.clear()
     STATE.replay = None
     _module, SERVE, _reason = None, None, reason
