@@ -316,6 +316,18 @@ static void as_span(DLTensor *t, int64_t span[2]) {
     t->strides = &span[1];
 }
 
+/* fallback_reason's rule beyond contiguous x and out: any dense layout (a transpose, channels_last,
+ * any dense permutation), out (y; NULL for relu(x), whose output gets x's strides) with exactly
+ * x's strides, size-1 dimensions' too. Such x and y are described as their spans; others are
+ * left as they are (serve() then leaves them to the general path unless both are contiguous). */
+static void dense_spans(DLTensor *x, DLTensor *y, int64_t x_span[2], int64_t y_span[2]) {
+    if (contiguous(x) && (y == NULL || contiguous(y))) return; /* as they are */
+    if (y != NULL && (!same_shape(x, y) || !same_strides(x, y))) return;
+    if (!dense(x)) return;
+    as_span(x, x_span);
+    if (y != NULL) as_span(y, y_span);
+}
+
 /* dtypes the fallback hands to torch's relu here (_dispatch._TORCH_FAST): float16/32/64,
  * bfloat16, uint8, int8/16/32/64; any other goes the general path. */
 static int plain_dtype(int dt) {
@@ -492,25 +504,21 @@ static PyObject *serve(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     PyObject *x = args[0], *out = args[1];
     uint64_t seen = generation; /* the settings and runtime this call is decided under */
     if (torch_decides(x, out) != NULL || !env_current()) Py_RETURN_NONE;
-    DLTensor xt, yt, xs; /* xs: x as described, for relu(x)'s allocation */
+    DLTensor xt, yt, xs, ys; /* xs, ys: as described (relu(x)'s allocation, the in-place check) */
     int64_t x_span[2], y_span[2];
-    int same_layout = 1; /* out has exactly x's strides (in place at x's address) */
     if (describe(x, &xt) != 0) goto general; /* sparse, nested, ... */
-    xs = xt;
+    xs = ys = xt;
     int dt = dtype_key(xt.dtype);
     if (out != Py_None) {
         if (describe(out, &yt) != 0) goto general;
-        if (yt.device.device_type != xt.device.device_type) goto general; /* a host out of a ROCm x (each
-                                                                             * index 0): the general path's error */
-        same_layout = same_shape(&xt, &yt) && same_strides(&xt, &yt);
-        if (same_layout && dense(&xt)) { /* any dense layout, out of x's strides: one span each */
-            as_span(&xt, x_span);
-            as_span(&yt, y_span);
-        }
+        /* a host out of a ROCm x, each index 0 (the general path raises its device error) */
+        if (yt.device.device_type != xt.device.device_type) goto general;
+        ys = yt;
+        dense_spans(&xt, &yt, x_span, y_span);
         if (dtype_key(yt.dtype) != dt || !same_shape(&xt, &yt) || !contiguous(&xt) || !contiguous(&yt))
             goto general;
-    } else if (dense(&xt)) { /* relu(x)'s output gets x's strides (torch.empty_like's): one span each */
-        as_span(&xt, x_span);
+    } else { /* relu(x)'s output gets x's strides (torch.empty_like's) */
+        dense_spans(&xt, NULL, x_span, y_span);
     }
     int rung = rung_index(args[2]);
     if (rung < 0) goto general; /* the general path raises, or names why torch serves */
@@ -558,7 +566,7 @@ static PyObject *serve(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
             PyErr_SetObject(PyExc_ValueError, overlap_message);
             goto failed;
         }
-        if (xp == yp && !same_layout) { /* x's memory in other strides: torch's partial overlap, not in place */
+        if (xp == yp && !same_strides(&xs, &ys)) { /* x's memory in other strides: torch's partial overlap */
             PyErr_SetObject(PyExc_ValueError, overlap_message);
             goto failed;
         }
@@ -574,8 +582,11 @@ static PyObject *serve(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
         goto failed; /* torch's stream query raised */
     }
     /* The allocation and the stream query may have run Python (torch.empty_like, a garbage
-     * collection, the stand-in's callbacks): the settings are read again before the launch. */
-    if (!env_current() || seen != generation) {
+     * collection, the stand-in's callbacks): the settings are read again before the launch. Where
+     * nothing ran Python (out given, torch's own DLPack and stream queries) they cannot have changed
+     * since serve() read them. */
+    int python_ran = fresh || (present_cpu && (seam_device_of != NULL || seam_stream_of != NULL));
+    if ((python_ran && !env_current()) || seen != generation) {
         Py_DecRef(out);
         goto undecided;
     }
