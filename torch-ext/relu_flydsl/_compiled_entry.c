@@ -552,8 +552,8 @@ static PyObject *serve(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     Py_IncRef(hit);
     Py_IncRef(what);
     int fresh = out == Py_None; /* relu(x): a new output, no version to bump */
+    int via_shim = 0;
     if (fresh) {
-        int via_shim;
         out = new_like(x, &xs, dt, &yp, present_cpu, &via_shim);
         if (out == NULL) goto failed;
         if (yp & 15) { /* not the entry's alignment: the general path plans this one */
@@ -581,11 +581,13 @@ static PyObject *serve(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
         Py_DecRef(out);
         goto failed; /* torch's stream query raised */
     }
-    /* The allocation and the stream query may have run Python (torch.empty_like, a garbage
-     * collection, the stand-in's callbacks): the settings are read again before the launch. Where
-     * nothing ran Python (out given, torch's own DLPack and stream queries) they cannot have changed
-     * since serve() read them. */
-    int python_ran = fresh || (present_cpu && (seam_device_of != NULL || seam_stream_of != NULL));
+    /* Where the allocation or the stream query ran Python (torch.empty_like, which releases the GIL;
+     * the stand-in's callbacks), the settings are read again before the launch, as the general path
+     * reads them after its allocation. Elsewhere (out given, or the shim's allocation: C++, the GIL
+     * held; torch's own DLPack and stream queries) only a garbage collection can run Python: another
+     * thread's call that read changed settings meanwhile changed the generation, and a change no
+     * call has read yet is one made after this call read them. */
+    int python_ran = (fresh && !via_shim) || (present_cpu && (seam_device_of != NULL || seam_stream_of != NULL));
     if ((python_ran && !env_current()) || seen != generation) {
         Py_DecRef(out);
         goto undecided;
