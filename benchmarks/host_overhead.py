@@ -43,6 +43,18 @@ ratios), never as a ratio of medians taken from different rounds:
   relu(x)                     allocating
   torch.relu(x)               allocating: relu(x)'s pair
   relu(x, out=y) 2-D          the same on a (1, 1) tensor
+  relu(x, out=y) 4-D          on a contiguous (1, 2, 2, 2) tensor: the layouts' own comparison
+                              (torch's DLPack description of a tensor of several dimensions
+                              costs more than of one, in both rows)
+  torch.clamp_min 4-D         its pair
+  relu(x, out=y) channels_last  on a (1, 2, 2, 2) channels_last tensor (8 elements, not
+                              contiguous), out of its strides; CPU mode: replayed by the
+                              compiled entry like the contiguous rows
+  torch.clamp_min channels_last its pair, on the same tensors
+  relu(x, out=y) transposed   on a (2, 2) transposed view, out of its strides
+  torch.clamp_min transposed  its pair
+  relu(x) channels_last       allocating, the output with x's strides (torch.empty_like's)
+  torch.relu channels_last    its pair
   relu(x, out=y), Python path the same with the compiled entry off: CPU mode only
   launch()                    the package's launch function (_launch.launch: argument
                               packing, the ctypes call, the error check; on the null
@@ -150,13 +162,25 @@ def cpu_setup(args, torch):
     x = torch.randn(1).to(dtype)
     y = torch.empty_like(x)
     x2, y2 = x.view(1, 1), y.view(1, 1)
+    # dense, not contiguous: out of x's strides (the kernel's and the compiled entry's rule)
+    x4 = torch.randn(1, 2, 2, 2).to(dtype)
+    y4 = torch.empty_like(x4)
+    xc = x4.to(memory_format=torch.channels_last)
+    yc = torch.empty_like(xc)
+    xt = torch.randn(2, 2).to(dtype).t()
+    yt = torch.empty_like(xt)
+    assert not xc.is_contiguous() and not xt.is_contiguous() and yc.stride() == xc.stride() and yt.stride() == xt.stride()
     rung = get_rung(args.rung or _dispatch.STATE.current().default_rung)
     key = f"flydsl/{rung.name}/{args.dtype}"
     relu = as_called(relu_flydsl.relu, args.rung)
 
     relu(x, out=y)  # module load (hipModuleLoadData) and the plan, untimed
+    relu(x4, out=y4)  # (the channels_last tensors' entry: same size and alignment)
+    relu(xc, out=yc)
+    relu(xt, out=yt)
+    relu(xc)
     stats = relu_flydsl.dispatch_stats()
-    if stats != {key: 1}:
+    if stats != {key: 5}:
         sys.exit(f"host_overhead: the kernel path was not taken: dispatch_stats() = {stats}")
     function = _objects.function(rung.name, args.dtype, 1, 0)  # numel 1 -> vector width 1
     xp, yp = x.data_ptr(), y.data_ptr()
@@ -173,6 +197,14 @@ def cpu_setup(args, torch):
         "relu(x)": lambda: relu(x),
         "torch.relu(x)": lambda: torch.relu(x),
         "relu(x, out=y) 2-D": lambda: relu(x2, out=y2),
+        "relu(x, out=y) 4-D": lambda: relu(x4, out=y4),
+        "torch.clamp_min 4-D": lambda: torch.clamp_min(x4, 0, out=y4),
+        "relu(x, out=y) channels_last": lambda: relu(xc, out=yc),
+        "torch.clamp_min channels_last": lambda: torch.clamp_min(xc, 0, out=yc),
+        "relu(x, out=y) transposed": lambda: relu(xt, out=yt),
+        "torch.clamp_min transposed": lambda: torch.clamp_min(xt, 0, out=yt),
+        "relu(x) channels_last": lambda: relu(xc),
+        "torch.relu channels_last": lambda: torch.relu(xc),
         "launch()": lambda: launch(function, 1, rung.block, config, xp, yp, 1, 0),
         "floor": floor,
         "floor (Ex)": floor_ex,
@@ -180,7 +212,8 @@ def cpu_setup(args, torch):
         "device query (stub)": lambda: stubbed(x),
         "relu(x, out=y), Python path": relu_python,
     }
-    relu_rows = ("relu(x, out=y)", "relu(x)", "relu(x, out=y) 2-D", "relu(x, out=y), Python path")
+    relu_rows = ("relu(x, out=y)", "relu(x)", "relu(x, out=y) 2-D", "relu(x, out=y) 4-D", "relu(x, out=y) channels_last",
+                 "relu(x, out=y) transposed", "relu(x) channels_last", "relu(x, out=y), Python path")
     launch_rows = relu_rows + ("launch()", "floor", "floor (Ex)")
 
     def around_round(name):  # the Python-path row runs its whole batch with the compiled entry off
@@ -208,6 +241,10 @@ def cpu_setup(args, torch):
 
     meta = {"mode": "cpu", "path": key, "device": "CPU, presented as gfx950; no-op libamdhip64 (tools/noop_hip)"}
     pairs = (("relu(x, out=y)", "torch.clamp_min(x, 0, out=y)"), ("relu(x)", "torch.relu(x)"),
+             ("relu(x, out=y) 4-D", "torch.clamp_min 4-D"),
+             ("relu(x, out=y) channels_last", "torch.clamp_min channels_last"),
+             ("relu(x, out=y) transposed", "torch.clamp_min transposed"),
+             ("relu(x) channels_last", "torch.relu channels_last"),
              ("relu(x, out=y), Python path", "torch.clamp_min(x, 0, out=y)"),
              ("relu(x, out=y)", "floor (Ex)"), ("launch()", "floor (Ex)"))
     return methods, start, check, around_round, meta, pairs, None

@@ -9,6 +9,7 @@ import contextlib
 import hashlib
 import json
 import shutil
+import sysconfig
 import types
 import warnings
 
@@ -105,11 +106,16 @@ def test_a_damaged_binary_is_not_loaded(tmp_path, monkeypatch):
         assert not status["loaded"] and "sha256" in status["reason"], status
 
 
+def _built_free_threaded(name):  # sysconfig of a free-threaded build (3.13t)
+    return 1 if name == "Py_GIL_DISABLED" else sysconfig.get_config_var(name)
+
+
 @pytest.mark.parametrize("patch, reason", [
     ({"PYTHONS": ((3, 12), (3, 13))}, "built for CPython 3.12-3.13"),
     ({"ENV_ENTRY": "RELU_FLYDSL_TEST_ENTRY_OFF"}, "disabled by RELU_FLYDSL_TEST_ENTRY_OFF"),
     ({"platform": types.SimpleNamespace(machine=lambda: "aarch64")}, "built for x86-64 Linux, not linux aarch64"),
-], ids=["other-python", "switched-off", "other-platform"])
+    ({"sysconfig": types.SimpleNamespace(get_config_var=_built_free_threaded)}, "a free-threaded Python build"),
+], ids=["other-python", "switched-off", "other-platform", "free-threaded-build"])
 def test_where_it_cannot_serve_it_is_not_loaded(monkeypatch, patch, reason):
     monkeypatch.setenv("RELU_FLYDSL_TEST_ENTRY_OFF", "0")
     with _loaded_from(_objects.OBJECTS_DIR, monkeypatch, **patch) as status:
@@ -230,11 +236,14 @@ def test_the_entrys_questions_get_torchs_answers(state):
     ({"QUERIES": _compiled_entry.QUERIES[:4] + ("_ZNK3c1010TensorImpl12no_such_flagEv",)},
      "libtorch's answers for the entry not found"),
     ({"TENSOR_AT": _compiled_entry.TENSOR_AT + 8}, "tensor object does not hold its at::Tensor at byte"),
-], ids=["answers-differ", "missing", "other-layout"])
+    ({"BUMP": (_compiled_entry.QUERIES[2],)}, "libtorch's bump_version moved (base, view, other tensor) by (0, 0, 0)"),
+    ({"BUMP": ("_Z12no_such_bumpv",)}, "libtorch's answers for the entry not found"),
+], ids=["answers-differ", "missing", "other-layout", "bump-does-not-bump", "no-bump"])
 def test_where_libtorch_answers_otherwise_the_entry_is_not_loaded(monkeypatch, patch, reason):
     """The entry's questions are checked against torch's own answers before it loads: a function
-    that answers another question (is_neg and is_inference swapped), one that is missing, or a
-    tensor object laid out otherwise leave relu() on the Python path, which says why once."""
+    that answers another question (is_neg and is_inference swapped), one that is missing, a
+    tensor object laid out otherwise, a bump_version that does not bump as torch's in-place op does
+    (here is_neg bound in its place) or none leave relu() on the Python path, which says why once."""
     with _loaded_from(_objects.OBJECTS_DIR, monkeypatch, **patch) as status:
         assert not status["loaded"] and reason in status["reason"], status
         assert _relu._compiled is None and STATE.replay is None
@@ -254,3 +263,20 @@ def test_a_torch_without_what_the_check_needs_keeps_the_entry_unloaded(monkeypat
             assert torch.equal(relu_flydsl.relu(x), torch.relu(x))
     assert _compiled_entry.load()["loaded"], _compiled_entry.status()
     STATE.reset()
+
+
+def test_the_entry_bumps_as_torch_and_allocates_as_empty_like():
+    """The loaded entry's bump_version and relu(x)'s allocation through the shim answer their probes
+    (what load() and use_shim() check before trusting them) on this torch."""
+    module = _compiled_entry._loaded
+    assert _compiled_entry.status()["loaded"] and _compiled_entry.status()["allocation"] == "torch's C shim"
+    _compiled_entry._check_bump(module)
+    assert _compiled_entry._allocation_differs(module) is None
+    t = torch.zeros(3)
+    before = t._version
+    module.bumped(t)
+    assert t._version == before + 1
+    with torch.inference_mode():
+        frozen = torch.zeros(3)
+    with pytest.raises(TypeError, match="not an inference tensor"):
+        module.bumped(frozen)  # (torch would throw: inference tensors have no version counter)

@@ -417,10 +417,25 @@ def neg_out_on_the_hot_path(c):
 
 def kill_switch_on_the_hot_path(c):
     """RELU_FLYDSL_DISABLE=1 set in a running process stops the hot path's
-    cached entry from launching; unset, the kernel serves again."""
+    cached entry from launching, and the entry's own torch fallback on another
+    arch (device 1, a gfx942) does not count that device's reason on the first
+    call after it was set: the kill switch first, as the general path counts it;
+    unset, the kernel serves again."""
     n = 1024
     c.warm(n)
+    c.dev.set_device_count(2)
+    info = c.d.device_info
+    c.mp.setattr(c.d, "device_info", lambda t: info(t)._replace(arch="gfx942") if info(t).index == 1 else info(t))
+    x1, _ = c.dev.guarded((n,), F32, name="x1", device=1)
+    out1, _ = c.dev.guarded((n,), F32, name="out1", device=1)
+    for _ in range(2):  # device 1 learned: its fallback is the entry's
+        c.relu(x1, out=out1)
     c.mp.setenv("RELU_FLYDSL_DISABLE", "1")
+    before = c.pkg.dispatch_stats()
+    c.relu(x1, out=out1)  # the first call after it was set
+    after = c.pkg.dispatch_stats()
+    assert {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)} == \
+        {"fallback/disabled by RELU_FLYDSL_DISABLE": 1}, (before, after)
     _, x, _, out, _ = c.tensors(n, seed=14)
     launches = len(c.dev.launches)
     c.relu(x, out=out)

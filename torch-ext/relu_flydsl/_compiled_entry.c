@@ -5,7 +5,12 @@
  * here, keyed by (rung as asked, dtype, numel, x & 15, out & 15, device). A later call with the
  * same key is served by serve() alone: it reads the tensors' memory description through torch's
  * DLPack C exchange API (no Python attribute calls), checks what it can see there, finds the
- * entry and makes one launch on the tensor's device and its current stream. Before all that it asks
+ * entry and makes one launch on the tensor's device and its current stream, then bumps out's
+ * version counter as torch's out= ops do (autograd's check on saved tensors). The layout is not in
+ * the key: the general path serves contiguous x and out, or any dense layout with out of x's
+ * strides, with the launch it makes for a contiguous tensor of that size (relu is elementwise: one
+ * span of numel elements from the data pointer); serve() checks the same rule on every call and
+ * describes such a span as 1-D. Before all that it asks
  * libtorch what the memory description does not say (torch_decides: subclasses, torch.func
  * transforms, dispatch modes, autograd, neg bits, an inference-tensor out); only tracing is asked
  * in Python before the call (_relu.relu), where Dynamo sees it. Anything else returns None: the
@@ -84,12 +89,16 @@ typedef PyObject *(*WrapTensor)(const void *tensor);
  * arguments and results are C types and pointers, found by their mangled names, and the at::Tensor
  * inside torch's tensor object (THPVariable: PyObject_HEAD, then the at::Tensor). Each is a few
  * instructions; the same questions asked through torch's Python API cost 0.36-0.8 us a call.
+ * A sixth, torch::autograd::impl::bump_version(const at::Tensor &), bumps the version counter of
+ * an out the kernel wrote (torch's ADInplaceOrView kernel does it for clamp_min's out=): it throws
+ * only for an undefined or an inference tensor, which torch_decides leaves to the general path.
  * _compiled_entry.py binds them only after they gave torch's own answers on probe tensors; where
  * one is missing or answers otherwise, the entry does not load. */
 typedef int64_t (*ModeCount)(void);              /* c10::impl::TorchDispatchModeTLS::stack_len() */
 typedef void *const *(*LayerStack)(void);        /* at::functorch::getDynamicLayerStack(): its std::vector */
 typedef _Bool (*TensorFlag)(const void *tensor); /* at::native::is_neg, is_inference(const at::Tensor &) */
 typedef _Bool (*ImplFlag)(const void *impl);     /* c10::TensorImpl::requires_grad() const */
+typedef void (*Bump)(const void *tensor);        /* torch::autograd::impl::bump_version(const at::Tensor &) */
 
 static PyObject *tensor_type; /* torch.Tensor itself: a subclass may override anything */
 static Py_ssize_t tensor_at;      /* where a torch.Tensor object holds its at::Tensor */
@@ -97,6 +106,7 @@ static ModeCount dispatch_modes;
 static LayerStack functorch_layers;
 static TensorFlag is_neg, is_inference;
 static ImplFlag requires_grad;
+static Bump bump_version;
 
 static const void *tensor_of(PyObject *t) { return (const char *)t + tensor_at; } /* an at::Tensor * */
 static const void *impl_of(const void *tensor) { return *(void *const *)tensor; } /* its TensorImpl * */
@@ -169,7 +179,8 @@ static int32_t shim_dtype[ALLOC_DTYPES]; /* ... and the shim's codes for them */
 
 /* The stand-in devices of the virtual gfx950 and the host-time benchmark: CPU tensors count as
  * device memory. describe() turns their memory description into a ROCm one (device from
- * seam_device_of, NULL: device 0), so everything after it runs the ROCm branches; only the stream
+ * seam_device_of, NULL: device 0; a negative answer: host memory, left a CPU tensor), so everything
+ * after it runs the ROCm branches; only the stream
  * (seam_stream_of, NULL: torch's CPU stream) and the allocation's device (presented_empty_strided:
  * torch's CPU, the device asked recorded for the tests) are stood in for. */
 static int present_cpu;
@@ -179,6 +190,9 @@ static int32_t asked_device[2] = {-1, -1}; /* the shim's device type and index n
 
 static PyObject *env_data, *env_keys[3], *env_seen[3]; /* os.environ._data, the three keys, their values */
 static int disabled;                                    /* the kill switch, as the settings read it */
+/* Changed by every clear(), hip() and present_cpu(): a call that saw another generation before it
+ * ran Python (an allocation, a callback) was decided under settings or a runtime since replaced. */
+static uint64_t generation;
 static PyObject *rung_names;                            /* ("v1", ..., "v5") */
 static PyObject *torch_relu, *torch_clamp_min, *torch_empty_like, *zero;
 static PyObject *off_hit, *disabled_hit, *overlap_message;
@@ -225,8 +239,11 @@ static uint64_t address(const DLTensor *t) { return (uint64_t)(uintptr_t)t->data
 static int describe(PyObject *tensor, DLTensor *t) {
     if (api->dltensor_from_py_object_no_sync(tensor, t) != 0) return -1;
     if (present_cpu && t->device.device_type == kDLCPU) {
-        t->device.device_type = kDLROCM;
-        t->device.device_id = seam_device_of ? seam_device_of(address(t)) : 0;
+        int device = seam_device_of ? seam_device_of(address(t)) : 0;
+        if (device >= 0) { /* device memory of the stand-in */
+            t->device.device_type = kDLROCM;
+            t->device.device_id = device;
+        }
     }
     return 0;
 }
@@ -256,6 +273,59 @@ static int same_shape(const DLTensor *a, const DLTensor *b) {
     for (int d = 0; d < a->ndim; d++)
         if (a->shape[d] != b->shape[d]) return 0;
     return 1;
+}
+
+/* Every stride equal, size-1 dimensions' too (torch's x.stride() == out.stride()); shapes equal. */
+static int same_strides(const DLTensor *a, const DLTensor *b) {
+    if (a->strides == NULL || b->strides == NULL) return a->strides == b->strides;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->strides[d] != b->strides[d]) return 0;
+    return 1;
+}
+
+/* _dispatch.dense(): non-overlapping and dense in some dimension order (size-1 dimensions
+ * ignored), so its elements fill exactly numel slots from the data pointer on. */
+static int dense(const DLTensor *t) {
+    if (t->strides == NULL) return 1;
+    if (t->ndim > 64) return 0;
+    int order[64], n = 0;
+    for (int d = 0; d < t->ndim; d++) { /* dimensions of size > 1, by stride (insertion sort) */
+        if (t->shape[d] == 1) continue;
+        int i = n++;
+        while (i > 0 && t->strides[order[i - 1]] > t->strides[d]) {
+            order[i] = order[i - 1];
+            i--;
+        }
+        order[i] = d;
+    }
+    int64_t expected = 1;
+    for (int i = 0; i < n; i++) {
+        if (t->strides[order[i]] != expected) return 0;
+        expected *= t->shape[order[i]];
+    }
+    return 1;
+}
+
+/* Describes t as the 1-D span of its numel elements (span: numel, then stride 1): what the kernel
+ * sees of a dense layout, and of out with exactly its strides. */
+static void as_span(DLTensor *t, int64_t span[2]) {
+    span[0] = numel_of(t);
+    span[1] = 1;
+    t->ndim = 1;
+    t->shape = &span[0];
+    t->strides = &span[1];
+}
+
+/* fallback_reason's rule beyond contiguous x and out: any dense layout (a transpose, channels_last,
+ * any dense permutation), out (y; NULL for relu(x), whose output gets x's strides) with exactly
+ * x's strides, size-1 dimensions' too. Such x and y are described as their spans; others are
+ * left as they are (serve() then leaves them to the general path unless both are contiguous). */
+static void dense_spans(DLTensor *x, DLTensor *y, int64_t x_span[2], int64_t y_span[2]) {
+    if (contiguous(x) && (y == NULL || contiguous(y))) return; /* as they are */
+    if (y != NULL && (!same_shape(x, y) || !same_strides(x, y))) return;
+    if (!dense(x)) return;
+    as_span(x, x_span);
+    if (y != NULL) as_span(y, y_span);
 }
 
 /* dtypes the fallback hands to torch's relu here (_dispatch._TORCH_FAST): float16/32/64,
@@ -312,7 +382,8 @@ static PyObject *count(PyObject *hit, PyObject *result) {
 
 /* torch's kernel, as the general path's fallback runs it; None when torch refuses before writing
  * (autograd, a partial overlap, mkldnn: RuntimeError), so the general path says why. torch may
- * release the GIL and another thread clear the devices: it holds its own reference to hit. */
+ * release the GIL and another thread clear the devices: it holds its own reference to hit. torch
+ * bumps out's version counter itself here. */
 static PyObject *fallback(PyObject *x, PyObject *out, PyObject *counter) {
     PyObject *r, *hit = counter;
     Py_IncRef(hit);
@@ -323,6 +394,7 @@ static PyObject *fallback(PyObject *x, PyObject *out, PyObject *counter) {
         if (args == NULL || kw == NULL || PyDict_SetItemString(kw, "out", out) < 0) {
             Py_XDECREF(args);
             Py_XDECREF(kw);
+            Py_DecRef(hit);
             return NULL;
         }
         r = PyObject_Call(torch_clamp_min, args, kw);
@@ -354,9 +426,14 @@ static void *stream_of(int device) {
     return s;
 }
 
-static PyObject *hip_failed(const char *what, int err) {
+/* The general path's error (_hip._check) for a failed runtime call: the error taken, then raised.
+ * index: hipSetDevice's argument, or -1. */
+static PyObject *hip_failed(const char *what, int index, int err) {
     get_last_error();
-    PyErr_Format(PyExc_RuntimeError, "relu_flydsl: %s failed with HIP error %d", what, err);
+    if (index < 0)
+        PyErr_Format(PyExc_RuntimeError, "relu_flydsl: %s failed with HIP error %d", what, err);
+    else
+        PyErr_Format(PyExc_RuntimeError, "relu_flydsl: %s(%d) failed with HIP error %d", what, index, err);
     return NULL;
 }
 
@@ -369,13 +446,15 @@ static int32_t presented_empty_strided(int64_t ndim, const int64_t *sizes, const
     return empty_strided(ndim, sizes, strides, dtype, shim_cpu, 0, handle);
 }
 
-/* A new tensor as torch.empty_like(x) makes it for a contiguous x (x's sizes and strides, dtype and
+/* A new tensor as torch.empty_like(x) makes it for a dense x (x's sizes and strides, dtype and
  * device; ROCm devices are "cuda" to torch), its address in *data: through the shim where bound and
  * x has no names (empty_like keeps them; has_names bound only on torches with named tensors), else
  * empty_like itself (also where the shim fails, so that torch raises its own error, out of memory
- * included). x is an exact torch.Tensor (torch_decides). */
-static PyObject *new_like(PyObject *x, const DLTensor *t, int dt, uint64_t *data) {
+ * included). x is an exact torch.Tensor (torch_decides). presented: CPU tensors stand for device
+ * memory (the allocation is recorded); *via_shim: whether the shim made it. */
+static PyObject *new_like(PyObject *x, const DLTensor *t, int dt, uint64_t *data, int presented, int *via_shim) {
     int i = 0;
+    *via_shim = 0;
     while (i < ALLOC_DTYPES && alloc_dtype[i] != dt) i++;
     if (empty_strided != NULL && i < ALLOC_DTYPES && t->ndim <= 64 &&
         (has_names == NULL || !has_names(impl_of(tensor_of(x))))) {
@@ -390,12 +469,15 @@ static PyObject *new_like(PyObject *x, const DLTensor *t, int dt, uint64_t *data
             strides = compact;
         }
         void *handle = NULL, *p = NULL;
-        EmptyStrided allocate = present_cpu ? presented_empty_strided : empty_strided;
+        EmptyStrided allocate = presented ? presented_empty_strided : empty_strided;
         if (allocate(t->ndim, t->ndim ? t->shape : &size_one, t->ndim ? strides : &size_one, shim_dtype[i],
                      t->device.device_type == kDLCPU ? shim_cpu : shim_cuda, t->device.device_id, &handle) == 0) {
             PyObject *y = data_ptr(handle, &p) == 0 ? wrap_tensor(handle) : NULL;
             delete_tensor(handle);
-            if (y != NULL) *data = (uint64_t)(uintptr_t)p;
+            if (y != NULL) {
+                *data = (uint64_t)(uintptr_t)p;
+                *via_shim = 1;
+            }
             if (y != NULL || PyErr_Occurred()) return y;
         }
     }
@@ -420,14 +502,23 @@ static PyObject *serve(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
         return NULL;
     }
     PyObject *x = args[0], *out = args[1];
+    uint64_t seen = generation; /* the settings and runtime this call is decided under */
     if (torch_decides(x, out) != NULL || !env_current()) Py_RETURN_NONE;
-    DLTensor xt, yt;
+    DLTensor xt, yt, xs, ys; /* xs, ys: as described (relu(x)'s allocation, the in-place check) */
+    int64_t x_span[2], y_span[2];
     if (describe(x, &xt) != 0) goto general; /* sparse, nested, ... */
+    xs = ys = xt;
     int dt = dtype_key(xt.dtype);
     if (out != Py_None) {
         if (describe(out, &yt) != 0) goto general;
+        /* a host out of a ROCm x, each index 0 (the general path raises its device error) */
+        if (yt.device.device_type != xt.device.device_type) goto general;
+        ys = yt;
+        dense_spans(&xt, &yt, x_span, y_span);
         if (dtype_key(yt.dtype) != dt || !same_shape(&xt, &yt) || !contiguous(&xt) || !contiguous(&yt))
             goto general;
+    } else { /* relu(x)'s output gets x's strides (torch.empty_like's) */
+        dense_spans(&xt, NULL, x_span, y_span);
     }
     int rung = rung_index(args[2]);
     if (rung < 0) goto general; /* the general path raises, or names why torch serves */
@@ -460,18 +551,22 @@ static PyObject *serve(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     PyObject *hit = found->hit, *what = found->what;
     Py_IncRef(hit);
     Py_IncRef(what);
-    if (out == Py_None) {
-        out = new_like(x, &xt, dt, &yp);
+    int fresh = out == Py_None; /* relu(x): a new output, no version to bump */
+    int via_shim = 0;
+    if (fresh) {
+        out = new_like(x, &xs, dt, &yp, present_cpu, &via_shim);
         if (out == NULL) goto failed;
         if (yp & 15) { /* not the entry's alignment: the general path plans this one */
             Py_DecRef(out);
-            Py_DecRef(hit);
-            Py_DecRef(what);
-            goto general;
+            goto undecided;
         }
     } else {
         uint64_t nbytes = (uint64_t)numel * (xt.dtype.bits / 8);
         if (xp != yp && xp < yp + nbytes && yp < xp + nbytes) { /* dense ranges overlap */
+            PyErr_SetObject(PyExc_ValueError, overlap_message);
+            goto failed;
+        }
+        if (xp == yp && !same_strides(&xs, &ys)) { /* x's memory in other strides: torch's partial overlap */
             PyErr_SetObject(PyExc_ValueError, overlap_message);
             goto failed;
         }
@@ -486,14 +581,25 @@ static PyObject *serve(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
         Py_DecRef(out);
         goto failed; /* torch's stream query raised */
     }
+    /* Where the allocation or the stream query ran Python (torch.empty_like, which releases the GIL;
+     * the stand-in's callbacks), the settings are read again before the launch, as the general path
+     * reads them after its allocation. Elsewhere (out given, or the shim's allocation: C++, the GIL
+     * held; torch's own DLPack and stream queries) only a garbage collection can run Python: another
+     * thread's call that read changed settings meanwhile changed the generation, and a change no
+     * call has read yet is one made after this call read them. */
+    int python_ran = (fresh && !via_shim) || (present_cpu && (seam_device_of != NULL || seam_stream_of != NULL));
+    if ((python_ran && !env_current()) || seen != generation) {
+        Py_DecRef(out);
+        goto undecided;
+    }
     if ((err = get_device(&current)) != 0) {
         Py_DecRef(out);
-        hip_failed("hipGetDevice", err);
+        hip_failed("hipGetDevice", -1, err);
         goto failed;
     }
     if (current != device && (err = set_device(device)) != 0) { /* kernels launch on the current device */
         Py_DecRef(out);
-        hip_failed("hipSetDevice", err);
+        hip_failed("hipSetDevice", device, err);
         goto failed;
     }
     if (stream == NULL && launch_ex != NULL) { /* the null stream: hipDrvLaunchKernelEx (_launch.py says why) */
@@ -502,7 +608,19 @@ static PyObject *serve(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
         err = launch_kernel(function, config.gridDimX, 1, 1, config.blockDimX, 1, 1, 0, stream, params, NULL);
     }
     if (err) get_last_error(); /* taken, so torch's next launch check does not see it */
-    if (current != device && set_device(current) != 0) get_last_error();
+    /* out written, or maybe (a failed launch may have run in part): its version counter bumped,
+     * as torch's out= and in-place ops do, so autograd refuses a saved tensor it overwrote */
+    if (!fresh) bump_version(tensor_of(out));
+    int restore_error = 0;
+    if (current != device && set_device(current) != 0) {
+        restore_error = get_last_error(); /* taken; it says which */
+        if (restore_error == 0) restore_error = -1;
+    }
+    if (restore_error) { /* the caller's device not current again: raised, as the general path does */
+        Py_DecRef(out);
+        hip_failed("hipSetDevice", current, restore_error);
+        goto failed;
+    }
     if (err) {
         Py_DecRef(out);
         PyErr_Format(PyExc_RuntimeError,
@@ -516,6 +634,9 @@ failed:
     Py_DecRef(hit);
     Py_DecRef(what);
     return NULL;
+undecided: /* decided again by the general path (its out, if made here, released) */
+    Py_DecRef(hit);
+    Py_DecRef(what);
 general:
     PyErr_Clear();
     Py_RETURN_NONE;
@@ -580,6 +701,7 @@ static PyObject *hip(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     get_device = (GetDevice)p[2];
     set_device = (SetDevice)p[3];
     get_last_error = (GetLastError)p[4];
+    generation++;
     clear_table(); /* entries hold functions of the runtime they were loaded on */
     clear_devices();
     Py_RETURN_NONE;
@@ -633,19 +755,29 @@ static PyObject *allocator(PyObject *self, PyObject *const *args, Py_ssize_t nar
 }
 
 /* queries(tensor_type, tensor_at, dispatch_modes, functorch_layers, is_neg, is_inference,
- *         requires_grad): torch.Tensor, the offset of its at::Tensor, the five functions' addresses. */
+ *         requires_grad, bump_version): torch.Tensor, the offset of its at::Tensor, the six
+ *         functions' addresses. _compiled_entry.py then checks their answers against torch's. */
 static PyObject *queries(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 7 || !PyType_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "queries(tensor_type, tensor_at, five addresses)");
+    if (nargs != 8 || !PyType_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "queries(tensor_type, tensor_at, six addresses)");
         return NULL;
     }
     Py_ssize_t at = PyLong_AsSsize_t(args[1]);
-    void *p[5];
-    for (int i = 0; i < 5; i++) p[i] = address_arg(args[i + 2]);
+    void *p[6];
+    for (int i = 0; i < 6; i++) p[i] = address_arg(args[i + 2]);
     if (PyErr_Occurred()) return NULL;
-    if (at < (Py_ssize_t)sizeof(PyObject) || !p[0] || !p[1] || !p[2] || !p[3] || !p[4]) {
-        PyErr_SetString(PyExc_ValueError, "queries(): an offset past the object header and five addresses");
+    if (at < (Py_ssize_t)sizeof(PyObject) || !p[0] || !p[1] || !p[2] || !p[3] || !p[4] || !p[5]) {
+        PyErr_SetString(PyExc_ValueError, "queries(): an offset past the object header and six addresses");
+        return NULL;
+    }
+    /* getDynamicLayerStack returns a reference to its vector (a pointer). Had it come to return the
+     * vector by value, its caller would pass the result's place first (x86-64 sret) and get it back:
+     * asked with a scratch place there, which a function taking no argument ignores. */
+    void *scratch[4] = {NULL, NULL, NULL, NULL};
+    if (((void *(*)(void *))p[1])(scratch) == (void *)scratch) {
+        PyErr_SetString(PyExc_ValueError, "queries(): getDynamicLayerStack returns its stack by value, not a "
+                                          "reference (another torch's convention)");
         return NULL;
     }
     set_ref(&tensor_type, args[0]);
@@ -655,7 +787,48 @@ static PyObject *queries(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     is_neg = (TensorFlag)p[2];
     is_inference = (TensorFlag)p[3];
     requires_grad = (ImplFlag)p[4];
+    bump_version = (Bump)p[5];
     Py_RETURN_NONE;
+}
+
+/* An exact, non-inference torch.Tensor t (the check before bump_version and new_like are probed). */
+static int probe_tensor(PyObject *t) {
+    if (tensor_type == NULL || (PyObject *)Py_TYPE(t) != tensor_type || is_inference(tensor_of(t))) {
+        PyErr_SetString(PyExc_TypeError, "an exact torch.Tensor, not an inference tensor, queries() bound");
+        return 0;
+    }
+    return 1;
+}
+
+/* bumped(t): bump_version on t, as serve() bumps the out it wrote (_compiled_entry.py's probe). */
+static PyObject *bumped(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 1 || !probe_tensor(args[0])) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "bumped(t)");
+        return NULL;
+    }
+    bump_version(tensor_of(args[0]));
+    Py_RETURN_NONE;
+}
+
+/* allocate(x): relu(x)'s output for a CPU tensor x as serve() makes it, (tensor, its address,
+ * whether the shim made it): _compiled_entry.py's probe of the shim and THPVariable_Wrap. */
+static PyObject *allocate(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 1 || !probe_tensor(args[0])) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "allocate(x)");
+        return NULL;
+    }
+    DLTensor t;
+    if (api == NULL || api->dltensor_from_py_object_no_sync(args[0], &t) != 0 || t.device.device_type != kDLCPU) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "allocate(x): x a strided CPU tensor");
+        return NULL;
+    }
+    uint64_t data = 0;
+    int via_shim = 0;
+    PyObject *y = new_like(args[0], &t, dtype_key(t.dtype), &data, 0, &via_shim);
+    if (y == NULL) return NULL;
+    return Py_BuildValue("(NKi)", y, (unsigned long long)data, via_shim);
 }
 
 /* decides(x, out): torch_decides' answer, a str, or None where the entry may serve the call. */
@@ -683,7 +856,8 @@ static PyObject *named(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
 }
 
 /* clear(env, disabled, entries_max): the settings the general path read (env: the three raw
- * values, None where unset) and the bound on entries; every entry and device dropped. */
+ * values, None where unset) and the bound on entries; every entry and device dropped. A call in
+ * flight sees the new generation before it launches, and goes to the general path. */
 static PyObject *clear(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs != 3 || !PyTuple_Check(args[0]) || PyTuple_Size(args[0]) != 3) {
@@ -695,12 +869,15 @@ static PyObject *clear(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
         if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "entries_max %ld not in 1..%d", most, SLOTS / 2);
         return NULL;
     }
+    int off = PyObject_IsTrue(args[1]);
+    if (off < 0) return NULL;
     entries_max = (int)most;
     for (int i = 0; i < 3; i++) {
         PyObject *v = PyTuple_GetItem(args[0], i);
         set_ref(&env_seen[i], v == Py_None ? NULL : v);
     }
-    disabled = PyObject_IsTrue(args[1]);
+    disabled = off;
+    generation++;
     clear_table();
     clear_devices();
     Py_RETURN_NONE;
@@ -708,7 +885,8 @@ static PyObject *clear(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
 
 /* device(index, gfx950, arch_hit, torch_stream): what the general path learned of a device, kept
  * only where the stream serve() would launch on there is torch_stream, torch's current stream;
- * returns that stream. */
+ * returns that stream. A query answering the null stream is kept only where torch's stream is
+ * the null stream too: elsewhere launches there are not ordered with torch's work. */
 static PyObject *device(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs != 4) {
@@ -723,6 +901,7 @@ static PyObject *device(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     int gfx950 = PyObject_IsTrue(args[1]);
+    if (gfx950 < 0) return NULL;
     if (gfx950 && launch_kernel == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "device(): no HIP runtime bound (hip() first)");
         return NULL;
@@ -780,7 +959,8 @@ static PyObject *add(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
 }
 
 /* present_cpu(on, device_of, stream_of): CPU tensors as device memory (the virtual gfx950, the
- * host-time benchmark); the two C functions' addresses, or None. */
+ * host-time benchmark); the two C functions' addresses, or None (device_of answering < 0: host
+ * memory). */
 static PyObject *present(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs != 3) {
@@ -788,11 +968,13 @@ static PyObject *present(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         return NULL;
     }
     int on = PyObject_IsTrue(args[0]);
+    if (on < 0) return NULL;
     void *d = address_arg(args[1]), *s = address_arg(args[2]);
     if (PyErr_Occurred()) return NULL;
     present_cpu = on;
     seam_device_of = (int (*)(uint64_t))d;
     seam_stream_of = (uint64_t(*)(int))s;
+    generation++;
     clear_table();
     clear_devices();
     Py_RETURN_NONE;
@@ -834,6 +1016,9 @@ static PyMethodDef methods[] = {
     {"queries", (PyCFunction)(void (*)(void))queries, METH_FASTCALL, "bind libtorch's answers for torch_decides"},
     {"decides", (PyCFunction)(void (*)(void))decides, METH_FASTCALL, "decides(x, out) -> why the general path, or None"},
     {"named", (PyCFunction)(void (*)(void))named, METH_FASTCALL, "named(x) -> has_names' answer, or None"},
+    {"bumped", (PyCFunction)(void (*)(void))bumped, METH_FASTCALL, "bumped(t): bump_version on t (its probe)"},
+    {"allocate", (PyCFunction)(void (*)(void))allocate, METH_FASTCALL,
+     "allocate(x) -> (relu(x)'s output as the entry makes it, its address, whether the shim made it)"},
     {"clear", (PyCFunction)(void (*)(void))clear, METH_FASTCALL, "clear(env, disabled, max): drop every entry"},
     {"device", (PyCFunction)(void (*)(void))device, METH_FASTCALL,
      "device(index, gfx950, arch_hit, torch_stream) -> stream"},

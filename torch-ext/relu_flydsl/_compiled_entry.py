@@ -10,10 +10,13 @@
                             (unless the settings changed since it was made ready)
     present_cpu(...)        CPU tensors as device memory (the virtual gfx950, host benchmarks)
 
-Where it cannot load (not x86-64 Linux, a Python outside 3.10-3.13 or free-threaded, a
+Where it cannot load (not x86-64 Linux, a Python outside 3.10-3.13 or a free-threaded build, a
 torch without the DLPack C exchange API, libtorch's answers missing or not torch's own
-(torch_decides), a missing or damaged binary, RELU_FLYDSL_ENTRY=0) status() says why, and the
-first call that reaches the general path warns once with it.
+(torch_decides, bump_version), a missing or damaged binary, RELU_FLYDSL_ENTRY=0) status() says
+why, and the first call that reaches the general path warns once with it. Every libtorch function
+it binds answers probes first: the questions and bump_version at load (or it does not load), the
+C shim and THPVariable_Wrap before relu(x) allocates through them (else torch.empty_like, and
+status()["allocation"] says why).
 """
 
 import contextlib
@@ -24,6 +27,7 @@ import importlib.util
 import os
 import platform
 import sys
+import sysconfig
 import warnings
 
 import torch
@@ -57,6 +61,11 @@ QUERIES = (
     "_ZN2at6native12is_inferenceERKNS_6TensorE",       # at::native::is_inference(const at::Tensor &)
     "_ZNK3c1010TensorImpl13requires_gradEv",           # c10::TensorImpl::requires_grad() const
 )
+# torch::autograd::impl::bump_version(const at::Tensor &): the version counter bump of torch's out= and
+# in-place ops, for the out the kernel wrote (the first name found; the TensorBase spelling is the
+# same call).
+BUMP = ("_ZN5torch8autograd4impl12bump_versionERKN2at6TensorE",
+        "_ZN5torch8autograd4impl12bump_versionERKN2at10TensorBaseE")
 TENSOR_AT = object.__basicsize__  # THPVariable: PyObject_HEAD, then its at::Tensor (torch 2.10 on)
 
 SERVE = None  # the entry's serve(x, out, rung) once loaded; relu() reads it
@@ -81,8 +90,9 @@ def _why_not_here():
     if not PYTHONS[0] <= sys.version_info[:2] <= PYTHONS[1] or sys.implementation.name != "cpython":
         return f"built for CPython {PYTHONS[0][0]}.{PYTHONS[0][1]}-{PYTHONS[1][0]}.{PYTHONS[1][1]}, not " \
                f"{sys.implementation.name} {sys.version_info[0]}.{sys.version_info[1]}"
-    if getattr(sys, "_is_gil_enabled", lambda: True)() is False:
-        return "a free-threaded Python (the limited API binary needs the GIL)"
+    if sysconfig.get_config_var("Py_GIL_DISABLED"):  # how it was built, whatever the GIL's state now
+        return "a free-threaded Python build (Py_GIL_DISABLED: the limited API binary is built for the GIL " \
+               "build's object layout)"
     if ENV_DATA is None:
         return "os.environ is not CPython's (no _data to read the settings from)"
     if not hasattr(torch.Tensor, "__dlpack_c_exchange_api__"):
@@ -214,17 +224,46 @@ def _check_answers(module, device=None):
                                        f"{want!r}")
 
 
+def _bump_address(lib):
+    for name in BUMP:
+        f = getattr(lib, name, None)
+        if f is not None:
+            return _hip.address(f)
+    raise AttributeError(f"none of {', '.join(BUMP)}")
+
+
+def _check_bump(module):
+    """The entry's bump_version against torch's own in-place op (torch.relu_) on probe tensors: the
+    same counters move (a view's is its base's), by as much, outside and inside inference mode.
+    RuntimeError says what differs."""
+    for mode in (False, True):
+        moved = []
+        for bump in (module.bumped, torch.relu_):
+            with torch.inference_mode(False):
+                base, other = torch.zeros(4), torch.zeros(4)
+            view = base[1:3]
+            before = (base._version, view._version, other._version)
+            with torch.inference_mode(mode):
+                bump(view)
+            moved.append(tuple(v - b for v, b in zip((base._version, view._version, other._version), before)))
+        if moved[0] != moved[1]:
+            raise RuntimeError(f"libtorch's bump_version moved (base, view, other tensor) by {moved[0]} where "
+                               f"torch's in-place op moves them by {moved[1]}")
+
+
 def _bind_queries(module):
-    """Hand the entry libtorch's answers (QUERIES) and check them against torch's own on CPU
-    probe tensors (_check_answers; learn() checks them again on each device before the entry
-    serves there). RuntimeError says what is missing or differs; the entry then does not load."""
+    """Hand the entry libtorch's answers (QUERIES) and bump_version (BUMP), and check them against
+    torch's own on CPU probe tensors (_check_answers, _check_bump; learn() checks the answers again
+    on each device before the entry serves there). RuntimeError says what is missing or differs;
+    the entry then does not load."""
     try:
         lib = _libtorch()
-        addresses = [_hip.address(getattr(lib, name)) for name in QUERIES]
+        addresses = [_hip.address(getattr(lib, name)) for name in QUERIES] + [_bump_address(lib)]
     except (OSError, AttributeError) as e:
         raise RuntimeError(f"libtorch's answers for the entry not found ({e})") from None
     module.queries(torch.Tensor, TENSOR_AT, *addresses)
     _check_answers(module)
+    _check_bump(module)
 
 
 def _named_probe():
@@ -260,9 +299,40 @@ def _torch_shim():
 NO_SHIM = (None, None, None, None, 0, 0, (), None)
 
 
+def _made(make):
+    """What a caller can see of the new tensor make() returns as (tensor, address or None, made by
+    the shim), whether its one reference holds it, and that it is freed with that reference."""
+    y, address, via_shim = make()
+    storage = y.untyped_storage()
+    seen = (type(y).__name__, tuple(y.shape), y.stride(), y.storage_offset(), y.dtype, y.device, y.requires_grad,
+            y.is_inference(), storage.nbytes(), address is None or y.data_ptr() == address, bool(via_shim),
+            sys.getrefcount(y))
+    del y
+    return seen + (torch._C._storage_Use_Count(storage._cdata),)  # 1: only `storage` holds it now
+
+
+def _allocation_differs(module):
+    """None where relu(x)'s output, as the entry makes it through the shim and THPVariable_Wrap, is
+    what torch.empty_like(x) makes, for dense probes of every served dtype (strided, size-1
+    dimensions, 0-dim), and is freed with its last reference; else what differs."""
+    with torch.inference_mode(False):
+        for dtype in DL_DTYPES:
+            base = torch.zeros(24, dtype=dtype)
+            probes = (base.view(4, 6).t(), base.view(2, 3, 4).permute(2, 0, 1), base[:4].as_strided((4, 1), (1, 7)),
+                      base[5]) if dtype == torch.float32 else (base.view(4, 6).t(),)
+            for x in probes:
+                got = _made(lambda: module.allocate(x))
+                want = _made(lambda: (torch.empty_like(x), None, True))
+                if got != want:
+                    return f"torch's C shim gave {got} where torch.empty_like gives {want} (x {tuple(x.shape)}, " \
+                           f"{x.stride()})"
+    return None
+
+
 def _allocate_with(module, shim_or_why):
     """Bind the allocation; a has_names that does not answer as torch does (a named and a plain
-    probe) leaves relu(x) on empty_like, with the reason."""
+    probe), or a shim and wrapper that do not make torch.empty_like's tensor (_allocation_differs),
+    leave relu(x) on empty_like, with the reason."""
     global allocation
     shim, why_not = shim_or_why
     if shim is not None and shim[-1] is not None:
@@ -275,6 +345,14 @@ def _allocate_with(module, shim_or_why):
         if answers != want or want != (False, True):
             shim, why_not = None, f"libtorch's has_names answered {answers} where torch says {want}"
     module.allocator(*(shim or NO_SHIM))
+    if shim is not None:
+        try:
+            why_not = _allocation_differs(module)
+        except Exception as e:  # noqa: BLE001 - whatever it is, relu(x) keeps empty_like
+            why_not = f"the probe of torch's C shim raised {type(e).__name__}: {e}"
+        if why_not is not None:
+            shim = None
+            module.allocator(*NO_SHIM)
     allocation = ("torch's C shim" + (" (a named x: torch.empty_like)" if shim[-1] is not None else "")
                   if shim is not None else f"torch.empty_like: {why_not}")
 
@@ -460,7 +538,10 @@ def unload(reason: str):
     global SERVE, _module, _reason
     if _module is None:
         return
-    _module.clear((None, None, None), True, 1)
+    # every entry and device dropped; the settings as the general path read them, so that a call
+    # already holding serve is counted as the general path would count it (not as the kill switch)
+    with STATE.lock:
+        _module.clear(STATE.env, STATE.settings.disabled, 1)
     devices.clear()
     STATE.replay = None
     _module, SERVE, _reason = None, None, reason
