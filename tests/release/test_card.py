@@ -270,9 +270,11 @@ def test_where_the_compiled_entry_loads(card, monkeypatch):
     installed = tuple(int(v) for v in re.match(r"(\d+)\.(\d+)", torch.__version__).groups())
     assert installed >= (int(m[6]), int(m[7])) and hasattr(torch.Tensor, "__dlpack_c_exchange_api__")
     assert "free-threaded" in text
-    monkeypatch.setattr(E, "sys", SimpleNamespace(**dict(vars(fake_sys(lo + (0,))), _is_gil_enabled=lambda: False)))
+    # the free-threaded build is told by how it was built (Py_GIL_DISABLED), whatever the GIL's state now
+    real_var = E.sysconfig.get_config_var
+    monkeypatch.setattr(E.sysconfig, "get_config_var", lambda n: 1 if n == "Py_GIL_DISABLED" else real_var(n))
     assert "free-threaded" in E._why_not_here()
-    monkeypatch.setattr(E, "sys", real_sys)
+    monkeypatch.setattr(E.sysconfig, "get_config_var", real_var)
     assert f"`{E.ENV_ENTRY}=0` switches the entry off" in text
 
 
