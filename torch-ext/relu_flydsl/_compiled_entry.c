@@ -843,6 +843,26 @@ static PyObject *decides(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     return PyUnicode_FromString(why);
 }
 
+/* takes_layout(x, out): whether serve() replays a call of this layout once its entry is ready
+ * (dense_spans, then its contiguity checks; out None: relu(x)): explain()'s answer. */
+static PyObject *takes_layout(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "takes_layout(x, out)");
+        return NULL;
+    }
+    DLTensor xt, yt;
+    int64_t x_span[2], y_span[2];
+    int has_out = args[1] != Py_None;
+    if (api == NULL || api->dltensor_from_py_object_no_sync(args[0], &xt) != 0 ||
+        (has_out && api->dltensor_from_py_object_no_sync(args[1], &yt) != 0)) {
+        PyErr_Clear();
+        Py_RETURN_FALSE; /* no memory description: the general path's */
+    }
+    dense_spans(&xt, has_out ? &yt : NULL, x_span, y_span);
+    return PyBool_FromLong(contiguous(&xt) && (!has_out || (same_shape(&xt, &yt) && contiguous(&yt))));
+}
+
 /* named(x): has_names' answer for an exact torch.Tensor x (None where not bound): the check before the
  * shim is used on a torch with named tensors. */
 static PyObject *named(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -1017,6 +1037,8 @@ static PyMethodDef methods[] = {
     {"decides", (PyCFunction)(void (*)(void))decides, METH_FASTCALL, "decides(x, out) -> why the general path, or None"},
     {"named", (PyCFunction)(void (*)(void))named, METH_FASTCALL, "named(x) -> has_names' answer, or None"},
     {"bumped", (PyCFunction)(void (*)(void))bumped, METH_FASTCALL, "bumped(t): bump_version on t (its probe)"},
+    {"takes_layout", (PyCFunction)(void (*)(void))takes_layout, METH_FASTCALL,
+     "takes_layout(x, out) -> whether serve() replays this layout once its entry is ready"},
     {"allocate", (PyCFunction)(void (*)(void))allocate, METH_FASTCALL,
      "allocate(x) -> (relu(x)'s output as the entry makes it, its address, whether the shim made it)"},
     {"clear", (PyCFunction)(void (*)(void))clear, METH_FASTCALL, "clear(env, disabled, max): drop every entry"},
