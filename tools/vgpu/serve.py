@@ -41,7 +41,7 @@ def device_info_for(dev, dispatch):
     def device_info(x):
         if x.device.type != "cpu":
             return None
-        index = dev.device_of(x.const_data_ptr(), 0)  # read-only: a copy-on-write x stays one, as on a real device
+        index = dev.device_of(dispatch._inputs.read_ptr(x), 0)  # read-only: a copy-on-write x stays one, as on a real device
         return dispatch.DeviceInfo("gfx950", _stream(dev, index), index == _current_device(dev), index)
 
     return device_info

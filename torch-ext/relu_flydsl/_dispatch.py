@@ -402,7 +402,7 @@ def run(x: torch.Tensor, out: torch.Tensor, rung: Optional[str], info=_NO_INFO, 
         # out's pointer first (writing materializes a copy-on-write out, and x with it where they
         # share one), then x's read-only one: relu reads a copy-on-write x in place, as torch.relu does
         yp = out.data_ptr()
-        xp = x.const_data_ptr()
+        xp = _inputs.read_ptr(x)
         # Entries hold no layout: relu is elementwise, so every dense layout with out of x's
         # strides (fallback_reason) is one flat span of numel elements from data_ptr(), and a
         # plan depends only on the size, the two alignments and the device.

@@ -41,6 +41,11 @@ FORWARD_AD = (torch.autograd.forward_ad if type(getattr(torch.autograd.forward_a
 _unpack_dual = getattr(torch._VF, "_unpack_dual", None)
 
 
+# A tensor's address for reading: const_data_ptr() leaves a copy-on-write tensor one (data_ptr()
+# copies it first); torch before 2.13 has only data_ptr() (and no copy-on-write tensors to keep).
+read_ptr = getattr(torch.Tensor, "const_data_ptr", torch.Tensor.data_ptr)
+
+
 def has_tangent(t) -> bool:
     """t (a tensor) carries a forward-AD tangent at the current level (only asked while a
     level is active: a few microseconds)."""

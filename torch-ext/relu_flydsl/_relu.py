@@ -94,13 +94,13 @@ def _is_dense(t) -> bool:
 
 def _same_view(x, out) -> bool:
     """out is x's memory in x's layout (shapes are already equal): in place."""
-    return out.data_ptr() == x.const_data_ptr() and out.stride() == x.stride()  # out first: see _dispatch.run
+    return out.data_ptr() == _inputs.read_ptr(x) and out.stride() == x.stride()  # out first: see _dispatch.run
 
 
 def _span(t):
     """The bytes t's elements lie in, [first, end) (torch's strides are never negative; read-only:
     a copy-on-write t stays one)."""
-    first = t.const_data_ptr()
+    first = _inputs.read_ptr(t)
     return first, first + (sum((n - 1) * s for n, s in zip(t.shape, t.stride())) + 1) * t.element_size()
 
 

@@ -333,8 +333,8 @@ def _explain(x, out, rung, arch) -> str:
         reason = _objects.unavailable() or _hip.unavailable()
     if reason is not None:
         return _say("torch fallback", reason, None, f"fallback/{reason}")
-    xp = x.const_data_ptr()  # explain() only reads: a copy-on-write tensor stays one
-    yp = _ALIGNED if out is None else out.const_data_ptr()
+    xp = _inputs.read_ptr(x)  # explain() only reads: a copy-on-write tensor stays one
+    yp = _ALIGNED if out is None else _inputs.read_ptr(out)
     p = plan.plan(get_rung(rung or STATE.settings.default_rung), _dispatch._DTYPE_NAMES[x.dtype], x.numel(), xp, yp)
     vkey = (p.rung, p.dtype, p.vec, info.index)
     counted = f"flydsl/{p.rung}/{p.dtype}"
@@ -385,8 +385,8 @@ def _explain_on(arch, x, out, rung, autograd) -> str:
     p = None
     if reason is None:
         rung_name = rung or STATE.settings.default_rung
-        p = plan.plan(get_rung(rung_name), _dispatch._DTYPE_NAMES[x.dtype], x.numel(), x.const_data_ptr(),
-                      _ALIGNED if out is None else out.const_data_ptr())
+        p = plan.plan(get_rung(rung_name), _dispatch._DTYPE_NAMES[x.dtype], x.numel(), _inputs.read_ptr(x),
+                      _ALIGNED if out is None else _inputs.read_ptr(out))
         reason = _unusable((p.rung, p.dtype, p.vec))
     if reason is not None:
         return _say("torch fallback", reason, None, f"fallback/{reason}")
