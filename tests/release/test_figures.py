@@ -371,7 +371,7 @@ Where it landed, as the reference post reports:
 
 On the no-op HIP library relu(x) costs 0.95x torch.relu(x). The post reaches 7113 GB/s at 8192².
 
-With the entry (no-op HIP library on CPU) relu(x, out=y) 0.30-0.31x and relu(x) 0.87x torch's own call.
+With the entry (no-op HIP library on CPU) relu(x, out=y) 0.33-0.34x and relu(x) 0.87x torch's own call.
 
 | call | host time | where |
 |---|---|---|
