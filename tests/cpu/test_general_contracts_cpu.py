@@ -24,18 +24,12 @@ import torch.autograd.forward_ad as fwAD
 
 import relu_flydsl
 from relu_flydsl import _compiled_entry, _hip, _relu
+from test_fast_path_answers import _general_path_only
 
 ROOT = Path(__file__).resolve().parents[2]
 NO_DEVICE = "fallback/not a ROCm device"
 
 
-@contextlib.contextmanager
-def _general_path_only():
-    assert _compiled_entry.use(False) is False
-    try:
-        yield
-    finally:
-        _compiled_entry.use(True)
 
 
 def _bumps(write, t):

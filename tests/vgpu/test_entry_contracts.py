@@ -19,6 +19,7 @@ import pytest
 import torch
 
 import vgpu_support as S
+from test_entry_learn import _answers_differ_on_device_1
 from test_hot_path import F32, STREAM, Ctx
 from vgpu.serve import DEVICE_OF, STREAM_OF, present_cpu
 
@@ -501,21 +502,7 @@ def stand_down_warned_per_device(c):
     their tensors): a warning for each device, status() naming each."""
     c.dev.set_device_count(3)
     c.dev.stream = {0: STREAM, 1: STREAM + 1, 2: STREAM + 2}
-    learning, learn, torch_decides = [None], c.entry.learn, c.entry.torch_decides
-
-    def learn_marked(info, arch_reason):
-        learning[0] = info.index
-        try:
-            return learn(info, arch_reason)
-        finally:
-            learning[0] = None
-
-    def decides_on(x, out):
-        want = torch_decides(x, out)
-        return "a dispatch mode" if learning[0] in (1, 2) and want is None else want
-
-    c.mp.setattr(c.entry, "learn", learn_marked)
-    c.mp.setattr(c.entry, "torch_decides", decides_on)
+    _answers_differ_on_device_1(c.entry, c.mp, devices=(1, 2))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for device in (1, 2):

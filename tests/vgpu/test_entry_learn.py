@@ -54,9 +54,10 @@ def _serves(dev, device, seeds):
     return [not _call(dev, device, seed) for seed in seeds]
 
 
-def _answers_differ_on_device_1(entry, monkeypatch, wrong=lambda: True):
-    """While the entry checks device 1 (learn), torch's answers say "a dispatch mode" where the
-    entry's say nothing (as if libtorch answered otherwise for device 1's tensors), while wrong()."""
+def _answers_differ_on_device_1(entry, monkeypatch, wrong=lambda: True, devices=(1,)):
+    """While the entry checks device 1 (learn; or each of `devices`), torch's answers say "a
+    dispatch mode" where the entry's say nothing (as if libtorch answered otherwise for that
+    device's tensors), while wrong()."""
     learning, learn, torch_decides = [None], entry.learn, entry.torch_decides
 
     def learn_marked(info, arch_reason):
@@ -68,7 +69,7 @@ def _answers_differ_on_device_1(entry, monkeypatch, wrong=lambda: True):
 
     def decides_on(x, out):
         want = torch_decides(x, out)
-        return "a dispatch mode" if wrong() and learning[0] == 1 and want is None else want
+        return "a dispatch mode" if wrong() and learning[0] in devices and want is None else want
 
     monkeypatch.setattr(entry, "learn", learn_marked)
     monkeypatch.setattr(entry, "torch_decides", decides_on)
