@@ -830,8 +830,8 @@ CHECK_MUTANTS = (
                 (_CHK, "test_device_info_takes_the_tensors_devices_stream", {})),
     # in place: same address and same strides
     CheckMutant("same-view-address-only", "in place: out at x's address with other strides taken as out=x",
-                _R, "_same_view", "out.data_ptr() == x.data_ptr() and out.stride() == x.stride()",
-                "out.data_ptr() == x.data_ptr()",
+                _R, "_same_view", "out.data_ptr() == _inputs.read_ptr(x) and out.stride() == x.stride()",
+                "out.data_ptr() == _inputs.read_ptr(x)",
                 (_CHK, "test_out_at_xs_address_with_other_strides_is_not_in_place", {})),
     # the release tool's breaking-change check; the build's staleness check
     CheckMutant("release-surface-dropped", "release: dtypes not compared",

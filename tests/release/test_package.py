@@ -192,12 +192,18 @@ def test_built_variant_layout(built):
 
 
 def test_metadata_records_source_and_provenance(built):
-    """kernels' `source` (the source repository, build.toml's) and `provenance`
-    (the kernel's commit and whether the tree had uncommitted changes)."""
+    """kernels' `source` (the source tree the release carries on its Hub branch, derived from
+    build.toml's repo-id and version: release_identity) and `provenance` (the kernel's commit
+    and whether the tree had uncommitted changes)."""
     variant = built / "build" / "torch-rocm"
     raw = json.loads((variant / "metadata.json").read_text())
     meta = build_variant.kernels_private().Metadata.read_from_file(str(variant / "metadata.json"))
-    assert meta.source == raw["source"] == build_variant.SOURCE_URL == build_variant.read_build_toml()["general"]["source"]
+    import release_identity
+
+    config = build_variant.read_build_toml()
+    assert "source" not in config["general"], "the source address is derived from repo-id, not a second setting"
+    assert meta.source == raw["source"] == build_variant.SOURCE_URL == release_identity.source_url(config)
+    assert raw["source"].endswith(f"{config['general']['hub']['repo-id']}/tree/v{config['general']['version']}/source")
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
     if head.returncode != 0:
         assert "kernel" not in raw["provenance"]  # not a git checkout: no commit is claimed
