@@ -50,7 +50,7 @@ CHECK_MUTANTS = (
                 _S, "_explain_on", "reason is None and x.numel() == 0", "False",
                 ("test_explain_arch", "test_explain_for_a_gfx950_is_what_the_virtual_gfx950_runs", {"name": "empty-none"})),
     CheckMutant("explain-arch-x-alignment-only", "explain(arch=): the vector width planned from x's alignment only",
-                _S, "_explain_on", "_ALIGNED if out is None else out.data_ptr()", "x.data_ptr()",
+                _S, "_explain_on", "_ALIGNED if out is None else _inputs.read_ptr(out)", "_inputs.read_ptr(x)",
                 ("test_explain_arch", "test_explain_for_a_gfx950_is_what_the_virtual_gfx950_runs",
                  {"name": "out-offset-2-bytes"})),
     CheckMutant("explain-arch-split-replayed", "explain(arch=): a split launch promised to the compiled entry",
