@@ -416,8 +416,9 @@ assert len(BY_NAME) == len(ALL_MUTANTS) + 1, "mutant names must be unique"
 TEXT_ANCHORED = [m.name for m in ALL_MUTANTS if any(len(p) < 4 for p in m.patches)]  # no qualname: refused
 
 
-def make_copy(mutant: Mutant, root: Path) -> str:
-    """Write the patched copy under `root` as package relu_flydsl_mut_<name>; return its name."""
+def make_copy(mutant: Mutant, root: Path, build_entry: bool = True) -> str:
+    """Write the patched copy under `root` as package relu_flydsl_mut_<name>; return its name.
+    build_entry=False leaves a C mutant's binary unbuilt (for a look at the patched source only)."""
     tag = re.sub(r"\W", "_", mutant.name)
     name = f"relu_flydsl_mut_{tag}"
     dst = root / name
@@ -436,7 +437,7 @@ def make_copy(mutant: Mutant, root: Path) -> str:
         (dst / "metadata.json").write_text(f'{{"version": {version}}}\n')
     for patch in mutant.patches:
         apply_patch(dst / patch[0], patch)
-    if any(patch[0].endswith(".c") for patch in mutant.patches):  # the copy loads its own binary
+    if build_entry and any(patch[0].endswith(".c") for patch in mutant.patches):  # the copy loads its own binary
         from flash_relu_rocm import build
 
         build.update_entry(dst / "code_objects", dst / "_compiled_entry.c", strict=False)
