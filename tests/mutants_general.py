@@ -14,8 +14,8 @@ def _m(name, why, rel, qualname, old, new, kill, count=1):
     return Mutant(name, why, ((rel, qualname, old, new) + ((count,) if count != 1 else ()),), (kill,))
 
 
-_TANGENT_ASKED = "FORWARD_AD._current_level >= 0 and (has_tangent(x) or (out is not None and has_tangent(out)))"
-_OUT_REFUSED = "FORWARD_AD._current_level >= 0 and _current_level() is None and (has_tangent(x) or has_tangent(out))"
+_TANGENT_ASKED = "dual(x, out)"
+_OUT_REFUSED = "FORWARD_AD._current_level >= 0 and _current_level() is None and dual(x, out)"
 MUTANTS = (
     # version counters (tests/vgpu/test_general_contracts.py)
     _m("general-out-unbumped", "general path: a kernel write into the caller's out leaves its version counter",

@@ -57,6 +57,12 @@ def has_tangent(t) -> bool:
     return _unpack_dual(t, level)[1] is not None
 
 
+def dual(x, out) -> bool:
+    """x, or out where it is a tensor, carries a forward-AD tangent (the level is read first: outside
+    fwAD.dual_level() this is one attribute read)."""
+    return FORWARD_AD._current_level >= 0 and (has_tangent(x) or (isinstance(out, _Tensor) and has_tangent(out)))
+
+
 def needs_torch(x, out) -> bool:
     """True when torch must handle relu(x, out) itself: non-strided layouts
     (sparse COO/CSR/CSC/BSR/BSC, mkldnn), nested or quantized tensors, tensor
@@ -91,8 +97,7 @@ def needs_torch(x, out) -> bool:
         return True  # torch refuses writes to inference tensors outside inference mode
     if _current_level() is not None or _dispatch_modes() != 0:
         return True
-    # a dual tensor (fwAD.make_dual): torch's kernel computes its tangent
-    return FORWARD_AD._current_level >= 0 and (has_tangent(x) or (out is not None and has_tangent(out)))
+    return dual(x, out)  # a dual tensor (fwAD.make_dual): torch's kernel computes its tangent
 
 
 def why_torch(x, out):
@@ -118,7 +123,7 @@ def why_torch(x, out):
         return "torch.func transform"
     if _dispatch_modes():
         return "torch dispatch mode"
-    if FORWARD_AD._current_level >= 0 and (has_tangent(x) or (isinstance(out, _Tensor) and has_tangent(out))):
+    if dual(x, out):
         return "forward AD"
     return None
 
@@ -154,7 +159,7 @@ def torch_relu(x, out):
         shapes = None
     if shapes is not None and shapes[0] != shapes[1]:
         raise ValueError(f"relu(): out has shape {tuple(shapes[1])} but x has shape {tuple(shapes[0])}")
-    if FORWARD_AD._current_level >= 0 and _current_level() is None and (has_tangent(x) or has_tangent(out)):
+    if FORWARD_AD._current_level >= 0 and _current_level() is None and dual(x, out):
         # torch's out= functions refuse forward AD too, but only after writing out (inside a
         # torch.func transform torch's own error comes first: torch decides there)
         raise NotImplementedError("relu(): out= does not support forward AD (a dual x or out; torch's "

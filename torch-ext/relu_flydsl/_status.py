@@ -415,11 +415,8 @@ def _unusable(kernel) -> Optional[str]:
 
 def _entry_takes_layout(x, out) -> bool:
     """Whether the compiled entry replays a call of this layout (x, and out or None) once its
-    entry is ready: its own answer where it gives one."""
-    takes = getattr(_compiled_entry, "takes_layout", None)
-    if takes is not None:
-        return bool(takes(x, out))
-    return x.is_contiguous() and (out is None or out.is_contiguous())  # _compiled_entry.c serve()'s checks
+    entry is ready: its own answer."""
+    return bool(_compiled_entry.takes_layout(x, out))
 
 
 def _entry_leaves(x, out, rung, single: bool, autograd: bool) -> Optional[str]:
@@ -436,7 +433,7 @@ def _entry_leaves(x, out, rung, single: bool, autograd: bool) -> Optional[str]:
     if decides is not None:
         return f"{decides}: the compiled entry leaves it to the general path"
     if not _entry_takes_layout(x, out):
-        return "a layout the compiled entry leaves to the general path (dense, not contiguous)"
+        return "a layout the compiled entry does not replay (_compiled_entry.takes_layout)"
     if not single:
         return "a split launch, which only the general path makes"
     return None
