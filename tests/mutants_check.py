@@ -36,3 +36,18 @@ CHECK_MUTANTS = (
                 _HV, "suite_env", "env.pop(ENV_VARIANT, None)", "None",
                 ("test_hardware_suite", "test_run_sh_environment_and_gate", {})),
 )
+
+# The check's sizing (cases_for, _fit): a case laid out for another kernel than it names fails
+# on a healthy gfx950; test_check_plan plans every case of every kernel as the dispatcher does.
+_PLAN = ("test_check_plan", "test_every_case_of_every_kernel_is_served_by_its_kernel", {})
+CHECK_MUTANTS += (
+    CheckMutant("check-fit-parity-flipped", "check: sizes rounded to an odd multiple of the vector where it must be even",
+                _K, "_fit", "(n // vec) % 2 == 0", "(n // vec) % 2 == 1", _PLAN),
+    CheckMutant("check-fit-every-kernel-widest", "check: every kernel sized as its rung's widest (even multiples)",
+                _K, "cases_for", "rung.max_vec(dtype)", "vec", _PLAN),
+    CheckMutant("check-offset-view-aligned", "check: the offset view's pointers one widest vector off, not one of its own",
+                _K, "cases_for", "Case(rung_name, dtype, vec, (n,), x_offset=vec, out_offset=3 * vec)",
+                "Case(rung_name, dtype, vec, (n,), x_offset=widest, out_offset=3 * widest)", _PLAN),
+    CheckMutant("check-layouts-on-the-widest", "check: every dense layout case given to the rung's widest kernel",
+                _K, "cases_for", "_plan.pick_vec(math.prod(shape), dtype, widest, 0, 0)", "widest", _PLAN),
+)
