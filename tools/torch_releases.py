@@ -46,7 +46,10 @@ kernels itself is not installed there) and nothing in the package replaced:
 
 The record goes to releases/torch/v<N>.json (N: build.toml's version; the record of a version
 already released, releases/v<N>.json, is not overwritten); a table
-is printed at the end. Exit status 1, naming each release and why, when a release failed, was
+is printed at the end. A record names the variant it measured, so the variant must be the one this
+tree builds (the tool refuses a stale build). _claims.NO_ENTRY_COST ships in the variant and comes
+from the record: the tool writes it into torch-ext/relu_flydsl/_claims.py, rebuilds, and names the
+variant that ships (the one measured, if it differs only there, as measured_variant). Exit status 1, naming each release and why, when a release failed, was
 not bit-exact, or the compiled entry did not load or serve on a torch it supports (2.10 on).
 A whole run of 7 releases, the environments already made, takes 10-15 minutes on 2 cores;
 run it on a quiet machine: other work there widens the ranges (the record keeps each release's
@@ -54,6 +57,7 @@ load average).
 """
 
 import argparse
+import ast
 import datetime
 import json
 import math
@@ -63,12 +67,15 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 VARIANT = ROOT / "relu-build" / "build" / "torch-rocm"
+CLAIMS = ROOT / "torch-ext" / "relu_flydsl" / "_claims.py"
+COST_LINE = re.compile(r"^NO_ENTRY_COST = (.*)$", flags=re.M)
 BUILD_HINT = ".venv/bin/python tools/build_variant.py"
 ENVS = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "relu-flydsl" / "torch-envs"
 LOWEST = (2, 10)      # the first torch with the DLPack C exchange API the entry needs
@@ -568,6 +575,53 @@ def variant_id(variant=VARIANT) -> str:
     return json.loads((variant / "metadata.json").read_text())["id"]
 
 
+def tree_variant_id(out: Path = None) -> str:
+    """The name of the variant this tree builds (tools/build_variant.py, into out or a temporary folder)."""
+    import build_variant
+
+    if out is not None:
+        return build_variant.build(out)["id"]
+    with tempfile.TemporaryDirectory() as tmp:
+        return build_variant.build(Path(tmp) / "relu-build")["id"]
+
+
+def stale_variant(variant=VARIANT, tree_id=None):
+    """Why `variant` cannot be recorded as this tree's, or None: a record names what it measured."""
+    measured, tree_id = variant_id(variant), tree_id or tree_variant_id()
+    if measured == tree_id:
+        return None
+    return f"the variant in {variant} is {measured}, but this tree builds {tree_id}: rebuild it: {BUILD_HINT}"
+
+
+def claimed_cost(path: Path = CLAIMS) -> dict:
+    return ast.literal_eval(COST_LINE.search(path.read_text())[1])
+
+
+def write_cost(cost: dict, path: Path = CLAIMS) -> bool:
+    """_claims.NO_ENTRY_COST := cost; True where that changed the file."""
+    if claimed_cost(path) == cost:
+        return False
+    line = "NO_ENTRY_COST = " + repr({"out": tuple(cost["out"]), "new": tuple(cost["new"])})
+    path.write_text(COST_LINE.sub(lambda _: line, path.read_text(), count=1))
+    return True
+
+
+def name_shipped_variant(record: dict, claims: Path = CLAIMS, rebuild=tree_variant_id) -> dict:
+    """The record's cost into _claims.py, then the record names the variant that ships: where the
+    claim changed, the rebuilt one, and the one measured (the same files but _claims.py and the
+    stamped name) as measured_variant."""
+    try:
+        cost = no_entry_cost(record)
+    except ValueError:
+        return record
+    if write_cost(cost, claims):
+        say(f"wrote {cost} to _claims.NO_ENTRY_COST")
+        shipped = rebuild()
+        if shipped != record["variant"]:
+            record = dict(record, variant=shipped, measured_variant=record["variant"])
+    return record
+
+
 def entry_sha256(variant=VARIANT) -> str:
     """The compiled entry binary checked (the variant's manifest)."""
     return json.loads((variant / "code_objects" / "manifest.json").read_text())["entry"]["sha256"]
@@ -583,10 +637,12 @@ def refuse_overwrite(out: Path, old, root: Path = ROOT):
     return None
 
 
-def merge(old: dict, results: list, sha256=None) -> list:
+def merge(old: dict, results: list, sha256=None, variant=None) -> list:
     """The new results, and the old record's for releases not checked this time, by version
-    (the old ones only where that record is of the same compiled entry, sha256, measured as now)."""
+    (the old ones only where that record is of the same compiled entry, sha256, and, given, the
+    same variant, measured as now)."""
     same = old is not None and old.get("entry_sha256") == sha256 and \
+        (variant is None or old.get("variant") == variant) and \
         all("runs" in r.get("host", {"runs": 0}) for r in old.get("releases", []))
     by = {r["release"]: r for r in (old["releases"] if same else [])}
     by.update({r["release"]: r for r in results})
@@ -630,7 +686,7 @@ def make_record(old, results, found, command, merged=True, variant=VARIANT, runs
                      f"({os.cpu_count()} cores)",
         "runs": runs, "rounds": rounds, "calls": calls,
         "index_versions": found if found is not None else (old or {}).get("index_versions"),
-        "releases": merge(old, results, entry_sha256(variant)) if merged else results,
+        "releases": merge(old, results, entry_sha256(variant), variant_id(variant)) if merged else results,
     }
 
 
@@ -662,6 +718,8 @@ def main(argv=None):
         sys.exit(f"torch_releases: {why}")
     if not args.prepare and not (variant / "code_objects" / "manifest.json").exists():
         sys.exit(f"torch_releases: no built variant in {variant}; build it: {BUILD_HINT}")
+    if keep and (why := stale_variant(variant)):
+        sys.exit(f"torch_releases: {why}")
     found = None
     if args.env:
         jobs = [(None, args.env)]
@@ -702,6 +760,10 @@ def main(argv=None):
         if keep:  # after each release: a long run stopped halfway keeps what it checked
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(json.dumps(record, indent=2) + "\n")
+    if keep and not args.out:  # this version's record: the claim it gives, and the variant that ships with it
+        rebuild = (lambda: tree_variant_id(variant.parents[1])) if variant == VARIANT.resolve() else tree_variant_id
+        record = name_shipped_variant(record, rebuild=rebuild)
+        out.write_text(json.dumps(record, indent=2) + "\n")
     print(table(record), flush=True)
     if keep:
         say(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")

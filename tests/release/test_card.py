@@ -405,7 +405,8 @@ def test_the_card_prints_the_release_fingerprint(card, variant, variant_build):
 
 def test_the_cards_check_command_says_nothing_was_tested_here(card, variant, tmp_path):
     """The card's post-upgrade command, run as printed on this machine (CPU torch, no gfx950) from
-    a folder laid out as `hf download` lays it: exit 2 and the reason, never a pass."""
+    a folder laid out as `hf download` lays it: exit 5 (nothing was tested) and the reason, never a
+    pass, nor a usage error's 4."""
     import relu_flydsl
 
     if "check" not in relu_flydsl.__all__:
@@ -423,9 +424,26 @@ def test_the_cards_check_command_says_nothing_was_tested_here(card, variant, tmp
     r = subprocess.run([sys.executable, *command.split()[1:]], cwd=tmp_path, env=env, capture_output=True,
                        text=True, timeout=600)
     out = r.stdout + r.stderr
-    assert r.returncode == 2, f"`{command}` exited {r.returncode} on a CPU machine:\n{out[-3000:]}"
-    assert "usage:" not in out, out[-2000:]  # an argument error also exits 2; this must be the check's verdict
+    assert r.returncode == 5, f"`{command}` exited {r.returncode} on a CPU machine:\n{out[-3000:]}"
+    assert "usage:" not in out, out[-2000:]  # the check's verdict, not its argument parser's
     assert re.search(r"CPU", out), f"the verdict does not name the reason (a CPU build of torch):\n{out[-2000:]}"
+
+
+def test_the_cards_health_check_fails_where_no_gfx950_is_served_only_with_the_flag_it_names(card, variant, tmp_path):
+    """The card tells a start-up script which flag makes "no gfx950 served" fail, and the folder does
+    as the card says on this machine (CPU torch): without the flag NO GFX950 SERVED and exit 0, with
+    it exit 5, the card's "nothing was tested"."""
+    assert "`--require-gfx950`" in card and "`NO GFX950 SERVED`" in card and "5: nothing was tested" in card
+    (command,) = {m.group(1) for m in re.finditer(r"`python (relu-flydsl-v\d+/build/torch-rocm)`", card)}
+    import shutil
+
+    shutil.copytree(variant, tmp_path / command)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RELU_FLYDSL_")}
+    for flags, code in (((), 0), (("--require-gfx950",), 5)):
+        r = subprocess.run([sys.executable, command, *flags], cwd=tmp_path, env=env, capture_output=True, text=True,
+                           timeout=300)
+        assert (r.returncode, "NO GFX950 SERVED" in r.stdout + r.stderr) == (code, True), (flags, r.stdout[-2000:],
+                                                                                           r.stderr[-2000:])
 
 
 def test_the_status_matches_docs_benchmarks(card):

@@ -192,6 +192,9 @@ PINS = (
     r"--version (\d+)",
     r"verify-signature\s+org/relu-flydsl (\d+)",
     r"relu-flydsl-v(\d+)",
+    r"refs/v(\d+)",                            # the cache's ref the lookup reads
+    r"resolves `?v(\d+)",                      # what an online get_kernel(version=N) resolves
+    r"Version (\d+) of 'org/relu-flydsl'",     # the offline lookup's error, quoted
 )
 
 

@@ -4,6 +4,7 @@ committed for this version (releases/torch/v<N>.json). Nothing is downloaded her
 runs the tool's probe and host time on this process's own torch."""
 
 import json
+import shutil
 import sys
 
 import pytest
@@ -158,9 +159,46 @@ def test_a_new_run_replaces_its_releases_and_keeps_the_others_in_version_order()
     assert tr.merge(None, new, "e") == [new[0], new[1]]
     # a record of another compiled entry keeps none of its releases
     assert [r["release"] for r in tr.merge(old, new, "f")] == ["2.10.0", "2.11.0"]
+    # nor one of another variant (the same binary, other Python files)
+    assert [r["release"] for r in tr.merge(dict(old, variant="_a"), new, "e", "_b")] == ["2.10.0", "2.11.0"]
+    assert len(tr.merge(dict(old, variant="_a"), new, "e", "_a")) == 4
     # nor one measured the old way (one run, no ranges)
     old["releases"][0]["host"] = {"path": "compiled entry", tr.PAIRS[0]: 0.25, tr.PAIRS[1]: 0.7}
     assert [r["release"] for r in tr.merge(old, new, "e")] == ["2.10.0", "2.11.0"]
+
+
+def test_a_build_this_tree_no_longer_makes_is_not_recorded(variant_build, tmp_path, monkeypatch):
+    """A record names the variant it measured: a stale relu-build is refused before anything runs."""
+    variant = tmp_path / "torch-rocm"
+    shutil.copytree(variant_build / "build" / "torch-rocm", variant)
+    meta = json.loads((variant / "metadata.json").read_text())
+    (variant / "metadata.json").write_text(json.dumps(dict(meta, id="_relu_flydsl_rocm_0000000")))
+    monkeypatch.setattr(tr, "check_release", lambda *a: pytest.fail("a stale build was measured"))
+    with pytest.raises(SystemExit, match="_relu_flydsl_rocm_0000000, but this tree builds " + meta["id"]):
+        tr.main(["--releases", "2.13.0", "--variant", str(variant), "--out", str(tmp_path / "v.json")])
+    assert tr.stale_variant(variant_build / "build" / "torch-rocm") is None
+
+
+def test_the_record_names_the_variant_that_ships_with_the_claim_it_gives(tmp_path):
+    """_claims.NO_ENTRY_COST ships in the variant and comes from the record: the tool writes it,
+    and the record names the rebuilt variant (the measured one as measured_variant)."""
+    claims = tmp_path / "_claims.py"
+    shutil.copy(tr.CLAIMS, claims)
+    before = claims.read_text()
+    releases = [result("2.9.1", loaded=False), result("2.13.0")]
+    cost = tr.no_entry_cost({"releases": releases})
+    assert tr.claimed_cost(claims) != cost, "the fake results give the real claim: pick others"
+    named = tr.name_shipped_variant({"variant": "_measured", "releases": releases}, claims, rebuild=lambda: "_shipped")
+    assert (named["variant"], named["measured_variant"]) == ("_shipped", "_measured")
+    written = {}
+    exec(compile(claims.read_text(), str(claims), "exec"), written)
+    assert written["NO_ENTRY_COST"] == cost and tr.claimed_cost(claims) == cost
+    assert [a for a, b in zip(before.splitlines(), claims.read_text().splitlines()) if a != b] == \
+        [line for line in before.splitlines() if line.startswith("NO_ENTRY_COST = ")]  # that line only
+    # the claim already the record's: nothing written or rebuilt, the measured variant is the one that ships
+    again = tr.name_shipped_variant({"variant": "_shipped", "releases": releases}, claims,
+                                    rebuild=lambda: pytest.fail("rebuilt for nothing"))
+    assert again["variant"] == "_shipped" and "measured_variant" not in again
 
 
 def test_a_released_versions_record_is_not_overwritten(tmp_path, capsys):
@@ -234,6 +272,14 @@ def test_the_committed_record_names_every_release_it_found(committed):
     assert [r["release"] for r in committed["releases"]] == wanted, "releases checked are not the index's releases"
     newest = max(tr.parse_version(v) for v in found if tr.parse_version(v))
     assert tr.parse_version(wanted[-1]) == newest
+
+
+def test_the_committed_record_names_the_variant_built_here(committed, variant_build):
+    """The record is of the variant that ships: the name the build gives this tree, not only its
+    compiled entry's hash (a record of older Python files names another variant)."""
+    built = json.loads((variant_build / "build" / "torch-rocm" / "metadata.json").read_text())["id"]
+    assert committed["variant"] == built, (f"{tr.record_path().relative_to(tr.ROOT)} was measured on "
+                                           f"{committed['variant']}; this tree builds {built}: record it again")
 
 
 def test_each_release_loads_or_says_why_is_bit_exact_and_has_its_ratios(committed):

@@ -15,9 +15,9 @@ SPECIALS = ("NaN keeps its payload, -0.0 stays -0.0, +inf and positive denormals
 
 # The general path's host time where the compiled entry does not load (torch 2.9.1, or
 # RELU_FLYDSL_ENTRY=0): relu(x, out=y) / torch.clamp_min(out=) ("out") and relu(x) / torch.relu
-# ("new"): the widest ranges over the runs of releases/torch/v5.json (tools/torch_releases.py:
-# nothing patched, three runs per release), widened to one decimal;
-# tests/release/test_torch_releases.py holds this equal to the newest record's ranges.
+# ("new"): the widest ranges over the runs of the newest releases/torch/v<N>.json, on the one
+# machine it names, widened to one decimal; tools/torch_releases.py writes it, and
+# tests/release/test_torch_releases.py holds it equal to the newest record's ranges.
 NO_ENTRY_COST = {"out": (6.1, 8.2), "new": (6.4, 10.7)}
 
 # Below this much memory traffic a call's host time, not its device time, decides: the crossings
@@ -25,6 +25,6 @@ NO_ENTRY_COST = {"out": (6.1, 8.2), "new": (6.4, 10.7)}
 # now" column: relu(x, out=y) 40 MB, relu(x) 54 MB).
 HOST_TIME_CROSSOVER_MB = (40, 54)
 
-# What the shipped check's exit status means (relu_flydsl.check(), `python -m relu_flydsl check`).
-CHECK_EXITS = ("exit 0: every case it ran passed; 1: a case failed (named); "
-               "2: nothing was tested (the reason named)")
+# The exit status of the check, the health check (`python -m relu_flydsl [check]`) and run.sh.
+CHECK_EXITS = ("exit 0: passed; 1: a failure, named (a case failed, or a shipped file fails its sha256); "
+               "4: a usage error; 5: nothing was tested (the reason named)")
