@@ -41,6 +41,8 @@ SUPPORTED_ARCH = "gfx950"
 NOT_VERIFIED = "not verified before graph capture (call warmup())"
 NOT_LOADED = "not loaded before graph capture (call warmup())"
 _ARCH_REASON = "arch {} (kernels are built for " + SUPPORTED_ARCH + ")"
+NO_MEMORY = "no memory at the data pointer (NULL)"
+MISALIGNED = "data not aligned to its element size"
 
 
 class DeviceInfo(NamedTuple):
@@ -119,6 +121,12 @@ def fallback_reason(x: torch.Tensor, out: torch.Tensor, info: Optional[DeviceInf
         # A lazy negation/conjugation view (torch._neg_view, x.conj().imag):
         # its memory holds the other sign, so a raw-memory kernel would be wrong.
         return "neg/conj-bit view"
+    if x.numel():  # what a launch cannot address: torch's kernel serves it
+        xp, yp = _inputs.read_ptr(x), _inputs.read_ptr(out)
+        if not (xp and yp):  # a ZeroTensor, a functional wrapper
+            return NO_MEMORY
+        if (xp | yp) % x.element_size():  # e.g. float32 at an odd byte address
+            return MISALIGNED
     return None
 
 
