@@ -9,7 +9,7 @@
                            kernel (no_device), else run() (out None: torch.empty_like(x))
     run(x, out, rung, bump) x, out validated (same shape, dtype, device)
       choose path          gfx950 + served dtype + contiguous x and out (or dense, out of
-                           x's strides) + no neg bit + code objects
+                           x's strides) + no neg bit + element-aligned memory + code objects
         |-- kernel         plan (cached per size/alignment/device) -> on first use on a
         |                  device: module loaded (sha256 checked) and canary -> settings
         |                  re-read (changed: decide again) -> launch on the tensor's
