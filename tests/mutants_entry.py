@@ -7,6 +7,7 @@ scenario table); CHECK_MUTANTS: mutation_support.CheckMutant. See tests/mutation
 from mutant_types import CheckMutant, Mutant  # noqa: F401  (the kinds this catalogue holds)
 
 import test_entry_contracts
+import test_entry_memory
 
 _C, _PY = "_compiled_entry.c", "_compiled_entry.py"
 
@@ -24,6 +25,16 @@ MUTANTS = (
        "entry_bumps_versions_as_torch"),
     _m("entry-fallback-bumps-again", "compiled entry: out bumped after torch's fallback, which bumps it itself",
        _C, "fallback", "r = out;", "r = out; bump_version(tensor_of(out));", "entry_fallback_bumps_once"),
+    _m("entry-bumped-on-success-only", "compiled entry: out's version not bumped after a failed launch (it may "
+       "have written part of out)", _C, "serve", "if (!fresh) bump_version(tensor_of(out));",
+       "if (!fresh && !err) bump_version(tensor_of(out));", "entry_failed_launch_bumps_out"),
+    # memory that is not there
+    _m("entry-null-x-launched", "compiled entry: x with a NULL data pointer (a ZeroTensor) launched", _C, "serve",
+       "|| !xp ||", "||", "no_memory_on_the_entry"),
+    _m("entry-null-out-launched", "compiled entry: out with a NULL data pointer launched", _C, "serve",
+       "|| (!yp && out != Py_None)", "", "no_memory_on_the_entry"),
+    _m("entry-misaligned-entry-added", "add(): an entry for pointers not aligned to the element size made ready",
+       _C, "add", "|| ((v[4] | v[5]) & (v[2] / 8 - 1))", "", "no_memory_on_the_entry"),
     # out's device, the settings in flight, unload()
     _m("entry-out-device-type-unchecked", "compiled entry: out's device compared by index, not type (a host out)",
        _C, "serve", "if (yt.device.device_type != xt.device.device_type) goto general;", "", "out_on_the_host"),
@@ -85,6 +96,6 @@ MUTANTS = (
     _m("entry-same-address-other-strides", "compiled entry: out at x's address in other strides taken as in place",
        _C, "serve", "if (xp == yp && !same_strides(&xs, &ys)) {", "if (0) {", "same_address_other_strides"),
 )
-SCENARIOS = dict(test_entry_contracts.SCENARIOS)
+SCENARIOS = {**test_entry_contracts.SCENARIOS, **test_entry_memory.ENTRY_SCENARIOS}
 KNOWN_BUGS = {}
 CHECK_MUTANTS = ()

@@ -5,6 +5,7 @@ scenario table); CHECK_MUTANTS: mutation_support.CheckMutant. See tests/mutation
 """
 
 from mutant_types import CheckMutant, Mutant  # noqa: F401  (the kinds this catalogue holds)
+from test_entry_memory import GENERAL_SCENARIOS
 from test_general_contracts import SCENARIOS as _CONTRACTS
 
 _D, _H, _I, _R, _S = "_dispatch.py", "_hip.py", "_inputs.py", "_relu.py", "_state.py"
@@ -24,6 +25,16 @@ MUTANTS = (
        _D, "serve", "run(x, out, rung, info, bump=True)", "run(x, out, rung, info)", "general_path_bumps_versions"),
     _m("fallback-always-bumps", "fallback: torch's bump also on a new output and on the op's out (twice there)",
        _D, "_fallback", "bump", "True", "general_path_bumps_versions"),
+    _m("general-bumped-on-success-only", "general path: out's version not bumped after a failed launch (a split "
+       "may have written part of out)", _D, "_launch_now", "written is not None", "written is not None and not error",
+       "general_failed_launch_bumps_out"),
+    # memory that is not there
+    _m("general-null-data-launched", "fallback_reason: a NULL data pointer (a ZeroTensor, a functional wrapper) "
+       "launched", _D, "fallback_reason", "not (xp and yp)", "False", "no_memory_on_the_general_path"),
+    _m("general-null-out-launched", "fallback_reason: out's NULL data pointer not asked", _D, "fallback_reason",
+       "not (xp and yp)", "not xp", "no_memory_on_the_general_path"),
+    _m("general-misaligned-launched", "fallback_reason: data not aligned to its element size launched", _D,
+       "fallback_reason", "(xp | yp) % x.element_size()", "0", "no_memory_on_the_general_path"),
     # forward AD
     _m("fwad-entry-unguarded", "relu(): the compiled entry asked with a forward-AD level active (it cannot see tangents)",
        _R, "relu", "_fwad._current_level < 0", "True", "dual_tensors_keep_their_tangent"),
@@ -48,7 +59,7 @@ MUTANTS = (
     _m("import-warning-at-bootstrap", "caller_stacklevel: the import machinery's frames counted (warnings skips them)",
        _S, "caller_stacklevel", "_skipped(back.f_code.co_filename)", "False", "import_warning_at_the_importers_line"),
 )
-SCENARIOS = dict(_CONTRACTS)
+SCENARIOS = {**_CONTRACTS, **GENERAL_SCENARIOS}
 KNOWN_BUGS = {}
 CHECK_MUTANTS = (
     CheckMutant("overlap-by-storage", "relu(): out in x's storage refused as an overlap on disjoint bytes",

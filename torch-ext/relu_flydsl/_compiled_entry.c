@@ -541,7 +541,7 @@ static PyObject *serve(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     int64_t numel = numel_of(&xt);
     uint64_t xp = address(&xt), yp = out == Py_None ? 0 : address(&yt);
     Key k = {numel, device, (uint16_t)dt, (uint8_t)rung, (uint8_t)((xp & 15) << 4 | (yp & 15))};
-    if (numel <= 0) goto general;
+    if (numel <= 0 || !xp || (!yp && out != Py_None)) goto general; /* NULL: a ZeroTensor, a functional wrapper */
     Entry *found = find(&k);
     if (found == NULL) goto general;
     /* what the launch needs, copied: allocating, asking the stream or launching may run Python,
@@ -948,7 +948,7 @@ static PyObject *add(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     long grid = PyLong_AsLong(args[8]), block = PyLong_AsLong(args[9]);
     if (PyErr_Occurred()) return NULL;
     if (v[3] <= 0 || v[3] >= (1L << 31) || v[6] < 0 || v[6] >= DEVICES || !devices[v[6]].known || !function ||
-        grid <= 0 || block <= 0) {
+        grid <= 0 || block <= 0 || ((v[4] | v[5]) & (v[2] / 8 - 1))) { /* pointers aligned to the element size */
         PyErr_SetString(PyExc_ValueError, "add(): not a ready single-launch entry of a known device");
         return NULL;
     }

@@ -8,7 +8,6 @@
                             answers there against torch's, then tell the entry (or stand down there)
     add(entry, rung)        the general path launched a ready single-launch entry: replay it
                             (unless the settings changed since it was made ready)
-    takes_layout(x, out)    whether a call of that layout is replayed once its entry is ready
     present_cpu(...)        CPU tensors as device memory (the virtual gfx950, host benchmarks)
 
 Where it cannot load (not x86-64 Linux, a Python outside 3.10-3.13 or a free-threaded build, a
@@ -522,14 +521,6 @@ def add(entry, rung):
                         device, entry.function.value, entry.grid, entry.block, entry.hit, f"rung {p.rung}, {p.dtype}")
         except Exception as e:  # noqa: BLE001 - whatever it is, the general path serves on
             unload(f"add() raised {type(e).__name__}: {e}")
-
-
-def takes_layout(x, out) -> bool:
-    """Whether the compiled entry replays relu(x, out) of x's and out's layout once its entry is
-    ready (its own answer, from the rule serve() applies: x and out contiguous, or x dense in any
-    dimension order with out None or of exactly x's strides); False where it is not serving."""
-    module = _module
-    return module is not None and module.takes_layout(x, out)
 
 
 def replays(entry, rung) -> bool:

@@ -9,7 +9,7 @@
                            kernel (no_device), else run() (out None: torch.empty_like(x))
     run(x, out, rung, bump) x, out validated (same shape, dtype, device)
       choose path          gfx950 + served dtype + contiguous x and out (or dense, out of
-                           x's strides) + no neg bit + code objects
+                           x's strides) + no neg bit + element-aligned memory + code objects
         |-- kernel         plan (cached per size/alignment/device) -> on first use on a
         |                  device: module loaded (sha256 checked) and canary -> settings
         |                  re-read (changed: decide again) -> launch on the tensor's
@@ -41,6 +41,8 @@ SUPPORTED_ARCH = "gfx950"
 NOT_VERIFIED = "not verified before graph capture (call warmup())"
 NOT_LOADED = "not loaded before graph capture (call warmup())"
 _ARCH_REASON = "arch {} (kernels are built for " + SUPPORTED_ARCH + ")"
+NO_MEMORY = "no memory at the data pointer (NULL)"
+MISALIGNED = "data not aligned to its element size"
 
 
 class DeviceInfo(NamedTuple):
@@ -119,6 +121,12 @@ def fallback_reason(x: torch.Tensor, out: torch.Tensor, info: Optional[DeviceInf
         # A lazy negation/conjugation view (torch._neg_view, x.conj().imag):
         # its memory holds the other sign, so a raw-memory kernel would be wrong.
         return "neg/conj-bit view"
+    if x.numel():  # what a launch cannot address: torch's kernel serves it
+        xp, yp = _inputs.read_ptr(x), _inputs.read_ptr(out)
+        if not (xp and yp):  # a ZeroTensor, a functional wrapper
+            return NO_MEMORY
+        if (xp | yp) % x.element_size():  # e.g. float32 at an odd byte address
+            return MISALIGNED
     return None
 
 

@@ -73,7 +73,7 @@ def _check(x, out, rung, compiling: bool) -> bool:
         in_place = in_place or _same_view(x, out)
         if not in_place and out.numel() and _overlaps(x, out):  # _check_overlap, inlined
             raise ValueError(_OVERLAP)
-    if not in_place and not _is_dense(out):  # out=x works for any layout, as torch.relu_ does
+    if not in_place and not (out.is_contiguous() or _dispatch.dense(out)):  # out=x: any layout, as torch.relu_
         raise ValueError(
             f"relu(): out must be dense (no gaps, no overlapping elements; e.g. torch.empty_like(x)); "
             f"got strides {out.stride()} for shape {tuple(out.shape)}"
@@ -84,12 +84,6 @@ def _check(x, out, rung, compiling: bool) -> bool:
             "or run under torch.no_grad()"
         )
     return False
-
-
-def _is_dense(t) -> bool:
-    """Non-overlapping and dense, in any dimension order (what
-    torch.empty_like returns): its elements fill exactly numel slots."""
-    return t.is_contiguous() or _dispatch.dense(t)
 
 
 def _same_view(x, out) -> bool:

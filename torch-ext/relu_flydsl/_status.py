@@ -415,8 +415,9 @@ def _unusable(kernel) -> Optional[str]:
 
 def _entry_takes_layout(x, out) -> bool:
     """Whether the compiled entry replays a call of this layout (x, and out or None) once its
-    entry is ready: its own answer."""
-    return bool(_compiled_entry.takes_layout(x, out))
+    entry is ready: its own answer (_compiled_entry.c, takes_layout), False where it is not loaded."""
+    module = _compiled_entry._module
+    return module is not None and module.takes_layout(x, out)
 
 
 def _entry_leaves(x, out, rung, single: bool, autograd: bool) -> Optional[str]:
@@ -433,7 +434,7 @@ def _entry_leaves(x, out, rung, single: bool, autograd: bool) -> Optional[str]:
     if decides is not None:
         return f"{decides}: the compiled entry leaves it to the general path"
     if not _entry_takes_layout(x, out):
-        return "a layout the compiled entry does not replay (_compiled_entry.takes_layout)"
+        return "a layout the compiled entry does not replay (_compiled_entry.c, takes_layout)"
     if not single:
         return "a split launch, which only the general path makes"
     return None
