@@ -12,7 +12,7 @@ it short). On a gfx950 machine, and anywhere else to see why it is skipped:
 (run.sh runs `.venv/bin/python -m pytest -m hardware -ra tests/hardware/test_hardware.py`, through
 tests/hardware_vgpu.py; with --variant it sets RELU_FLYDSL_HARDWARE_VARIANT to the variant folder,
 loaded as `kernels` loads it, and without it drops that variable. It exits 5 when no test ran,
-unless --allow-no-gpu. test_the_package_under_test prints, and checks, which files the run tests.
+unless --allow-no-gpu; `run.sh --help` lists its exit statuses. test_the_package_under_test prints, and checks, which files the run tests.
 Without a checkout, the variant's own check does the same: `python FOLDER check`.)
 
 With RELU_FLYDSL_HARDWARE_TARGET=vgpu the same tests run on the virtual gfx950
