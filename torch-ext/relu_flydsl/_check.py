@@ -338,9 +338,10 @@ def _device_name(index: int) -> Optional[str]:
         return None
 
 
-def _package_info():
-    """(the package's identity and digest, a failure or None): a digest that does not verify fails."""
-    folder = os.path.dirname(os.path.abspath(__file__))  # not resolved: a Hub cache links files into blobs/
+def _package_info(folder=None):
+    """(the package's identity and digest, a failure or None): a digest that does not verify fails.
+    folder: the variant's (default: this package's own)."""
+    folder = folder or os.path.dirname(os.path.abspath(__file__))  # not resolved: a Hub cache links into blobs/
     info = {"name": __package__, "version": int(__version__), "folder": folder, "fingerprint": None}
     metadata = os.path.join(folder, "metadata.json")
     if not os.path.isfile(metadata):
@@ -360,7 +361,7 @@ def _package_info():
         info["digest"] = f"not verified: the kernels library is needed to rehash the files ({e})"
         return info, None
     try:
-        _verify.verify_digest()
+        _verify.verify_digest(folder)
     except _verify.VariantVerificationError as e:
         info["digest"] = f"FAILED: {e}"
         return info, f"the variant's files against its digest: {e}"
