@@ -7,8 +7,8 @@
         without the kernel path, a kernel's failed canary there; where no gfx950 is served it says
         what it found and exits 0 (calls take torch's kernel by design), or 5 with --require-gfx950.
     python -m relu_flydsl check [--no-bandwidth] [-o REPORT] [--kernels K,...]
-        the hardware check (relu_flydsl.check(), _check.py, whose exit statuses all share); the
-        JSON report goes to REPORT (default ./relu_flydsl_check.json).
+        the hardware check (relu_flydsl.check(), _check.py, which defines the exit statuses both
+        use); the JSON report goes to REPORT (default ./relu_flydsl_check.json).
     python FOLDER [check ...]
         the same from the folder `kernels` downloads (build/torch-rocm/): this file loads the
         folder as the package, as kernels does, then runs these.

@@ -17,10 +17,9 @@ On each visible gfx950, through the public relu():
              medians); the timed buffers are judged too. The GB/s are this machine's.
 
 The result: CheckResult (.ok, .tested, .failed, .exit_code, .report, str() the verdict).
-Exit status (pytest's numbers; the same for the health check and tests/hardware/run.sh): 0 every
-case passed; 1 a failure, named (a case, or a shipped file that fails its sha256); 4 a usage
-error; 5 nothing was tested, and why (no HIP runtime, a CPU or CUDA torch, no device visible, no
-gfx950, the kill switch).
+Exit status, pytest's numbers (the health check's too): 0 every case passed; 1 a failure, named
+(a case, or a shipped file that fails its sha256); 4 a usage error; 5 nothing was tested, and
+why (no HIP runtime, a CPU or CUDA torch, no device visible, no gfx950, the kill switch).
 """
 
 import json
