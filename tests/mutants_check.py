@@ -51,3 +51,18 @@ CHECK_MUTANTS += (
     CheckMutant("check-layouts-on-the-widest", "check: every dense layout case given to the rung's widest kernel",
                 _K, "cases_for", "_plan.pick_vec(math.prod(shape), dtype, widest, 0, 0)", "widest", _PLAN),
 )
+# the gates on a broken download, and the exit statuses (pytest's numbers)
+CHECK_MUTANTS += (
+    CheckMutant("check-digest-failure-dropped", "check: a variant failing its digest passes (or says nothing tested)",
+                _K, "check", 'failed.append("variant digest")', "pass",
+                ("test_check", "test_a_broken_download_fails_both_gates_in_this_process", {})),
+    CheckMutant("health-ignores-digest", "python FOLDER: exit 0 where the variant's files fail their digest",
+                _M, "problems", 'st["package"]["digest"].startswith("FAILED")', "False",
+                ("test_check", "test_a_broken_download_fails_both_gates_in_this_process", {})),
+    CheckMutant("health-ignores-object-sha256", "python -m relu_flydsl: exit 0 where a code object fails its sha256",
+                _M, "problems", 'not st["code_objects"]["verified"]', "False",
+                ("test_check", "test_a_broken_download_fails_both_gates_in_this_process", {})),
+    CheckMutant("cli-usage-error-exits-2", "check / health check: a usage error exits 2, as argparse does",
+                _M, "_Parser.error", "_check.USAGE", "2",
+                ("test_check", "test_exit_statuses_and_help_of_the_installed_package", {})),
+)

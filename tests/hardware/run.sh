@@ -14,15 +14,21 @@
 # where no gfx950 is expected). PYTHON=... picks the interpreter (default: .venv/bin/python, else
 # python3). RELU_FLYDSL_HARDWARE_TARGET=vgpu runs the same tests on the virtual gfx950
 # (tests/hardware_vgpu.py, which also runs pytest for this script and holds its gate).
+#
+# Exit status, as for `python -m relu_flydsl [check]` (pytest's numbers): 0 passed;
+# 1 a test failed; 4 a usage error (run.sh's or pytest's); 5 nothing was tested (no test ran or
+# none was selected). pytest's 2 (interrupted) and 3 (internal error) pass through.
 set -euo pipefail
+usage() { echo "run.sh: $1 (see bash tests/hardware/run.sh --help)" >&2; exit 4; }
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 variant=""
 allow=()
 args=()
 while (($#)); do
   case "$1" in
+    -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p;}' "$0"; exit 0 ;;
     --variant)
-      [[ $# -ge 2 ]] || { echo "run.sh: --variant needs a folder" >&2; exit 2; }
+      [[ $# -ge 2 ]] || usage "--variant needs a folder"
       variant="$2"; shift 2 ;;
     --variant=*) variant="${1#--variant=}"; shift ;;
     --allow-no-gpu) allow=(--allow-no-gpu); shift ;;
@@ -34,14 +40,12 @@ if [[ -z $python ]]; then
   if [[ -x $root/.venv/bin/python ]]; then python="$root/.venv/bin/python"; else python=python3; fi
 fi
 if [[ -n $variant ]]; then
-  [[ -d $variant ]] || { echo "run.sh: --variant $variant: no such folder" >&2; exit 2; }
+  [[ -d $variant ]] || usage "--variant $variant: no such folder"
   variant="$(cd "$variant" && pwd)"  # absolute, symlinks kept (kernels' cache links files into blobs/)
   if [[ -f $variant/build/torch-rocm/__init__.py ]]; then
     variant="$variant/build/torch-rocm"
   elif [[ ! -f $variant/__init__.py || ! -f $variant/metadata.json ]]; then
-    echo "run.sh: --variant $variant: neither a release folder (build/torch-rocm/) nor a variant folder" \
-         "(__init__.py and metadata.json)" >&2
-    exit 2
+    usage "--variant $variant: neither a release folder (build/torch-rocm/) nor a variant folder (__init__.py and metadata.json)"
   fi
   echo "hardware suite: testing the variant at $variant"
   variant_arg=(--variant "$variant")

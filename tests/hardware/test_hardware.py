@@ -12,7 +12,7 @@ it short). On a gfx950 machine, and anywhere else to see why it is skipped:
 (run.sh runs `.venv/bin/python -m pytest -m hardware -ra tests/hardware/test_hardware.py`, through
 tests/hardware_vgpu.py; with --variant it sets RELU_FLYDSL_HARDWARE_VARIANT to the variant folder,
 loaded as `kernels` loads it, and without it drops that variable. It exits 5 when no test ran,
-unless --allow-no-gpu. test_the_package_under_test prints, and checks, which files the run tests.
+unless --allow-no-gpu; `run.sh --help` lists its exit statuses. test_the_package_under_test prints, and checks, which files the run tests.
 Without a checkout, the variant's own check does the same: `python FOLDER check`.)
 
 With RELU_FLYDSL_HARDWARE_TARGET=vgpu the same tests run on the virtual gfx950
@@ -174,7 +174,8 @@ def test_observe_torch_relu(record_property, capsys):
 
 def test_the_package_under_test(record_property, capsys):
     """The files this run tests: with run.sh --variant (RELU_FLYDSL_HARDWARE_VARIANT) the variant's,
-    never this checkout's; without it, this checkout's package (a build of it on the virtual gfx950)."""
+    never this checkout's, each matching its release digest (a broken download fails here); without
+    it, this checkout's package (a build of it on the virtual gfx950)."""
     where = Path(os.path.abspath(relu_flydsl.__file__)).parent  # not resolved: the cache links into blobs/
     line = f"relu_flydsl under test: {relu_flydsl.__name__} version {relu_flydsl.__version__} from {where}"
     record_property("package", str(where))
@@ -183,5 +184,6 @@ def test_the_package_under_test(record_property, capsys):
     variant = os.environ.get(hardware_vgpu.ENV_VARIANT)
     if variant:
         assert where == Path(os.path.abspath(variant)), f"{line}, not from the variant asked for, {variant}"
+        relu_flydsl.verify_digest()  # VariantVerificationError names each changed, missing or added file
     elif not hardware_vgpu.selected():
         assert where == ROOT / "torch-ext" / "relu_flydsl", f"{line}, not from this checkout"

@@ -1,7 +1,8 @@
 """The health check runs from the built variant (the folder `kernels` and `hf download`
 give): `python -m torch-rocm` in its build/ folder runs the variant's own __main__.py
 (relative imports only), and the variant's status() and explain() answer; so does its
-hardware check (`check`), which has nothing to test here and says so (exit 2).
+hardware check (`check`), which has nothing to test here and says so (exit 5), and whose
+--help names the command that ran it.
 tests/vgpu/test_check.py runs the check as `python FOLDER check`, on the CPU and on the
 virtual gfx950."""
 
@@ -30,5 +31,7 @@ def test_python_dash_m_from_the_variant(variant_build, tmp_path):
     assert "counted as: fallback/not a ROCm device" in probe.stdout
     report = tmp_path / "check.json"
     r = _run(["-m", "torch-rocm", "check", "--no-bandwidth", "-o", str(report)], variant.parent)
-    assert r.returncode == 2 and r.stdout.splitlines()[-1].startswith("relu_flydsl check NOT TESTED"), r.stdout + r.stderr
+    assert r.returncode == 5 and r.stdout.splitlines()[-1].startswith("relu_flydsl check NOT TESTED"), r.stdout + r.stderr
     assert json.loads(report.read_text())["package"]["folder"] == str(variant)
+    r = _run(["-m", "torch-rocm", "check", "--help"], variant.parent)
+    assert r.returncode == 0 and r.stdout.startswith("usage: python -m torch-rocm check"), r.stdout + r.stderr

@@ -2,7 +2,9 @@
 _check.py), run from the BUILT variant in a child process that cannot import this checkout's
 packages: on the virtual gfx950 it passes; a kernel whose canary fails, or one that writes out
 of bounds with the canary off, makes it exit 1 naming the cases; on the CPU (no HIP runtime)
-it exits 2 with the reason. The health check's verdict (`python FOLDER`) too.
+it exits 5 with the reason. The health check's verdict (`python FOLDER`) too; a copy with a
+changed, missing or added file fails both (exit 1). Exit statuses are pytest's: 0 passed, 1 a
+failure, 4 a usage error, 5 nothing tested.
 
 The emulator is slow: the virtual-device runs check a few kernels (--kernels); on hardware
 the check runs every shipped kernel."""
@@ -11,6 +13,7 @@ import importlib
 import importlib.util
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -153,20 +156,35 @@ def variant(variant_build):
 
 # ---- on the CPU: nothing to test, and it says why -------------------------------------------
 def test_the_checks_from_the_folder_on_the_cpu_say_nothing_was_tested_and_why(variant, tmp_path):
-    """`python FOLDER check` exits 2 naming the reason and writes its report in the current
+    """`python FOLDER check` exits 5 naming the reason and writes its report in the current
     folder; `python FOLDER` (the health check) says what it found, and no OK; with
-    --require-gfx950 it exits 2. The variant loaded by kernels: its check() says the same."""
-    codes, found, (out, health, required), err = run_variant(variant, [["check"], [], ["--require-gfx950"]], tmp_path,
-                                                             via_kernels=True)
-    assert codes == [2, 0, 2], said(out + health, err)
+    --require-gfx950 it exits 5. A usage error exits 4. The variant loaded by kernels: its
+    check() says the same. Each --help names a command that runs: `python FOLDER ...`."""
+    commands = [["check"], [], ["--require-gfx950"], ["check", "--kernels", "v9"], ["--json", "--bogus"], ["--help"],
+                ["check", "--help"]]
+    codes, found, (out, health, required, _, _, helped, check_help), err = run_variant(variant, commands, tmp_path,
+                                                                                      via_kernels=True)
+    assert codes == [5, 0, 5, 4, 4, 0, 0], said(out + health, err)
+    err, helped, check_help = (" ".join(t.split()) for t in (err, helped, check_help))  # argparse wraps lines
+    assert f"usage: python {variant} check [-h]" in err and "check: error: check(): no shipped kernel matches 'v9'" in err
+    assert f"usage: python {variant} [-h]" in err and f"{variant}: error: unrecognized arguments: --bogus" in err
+    assert helped.startswith(f"usage: python {variant} [-h]") and check_help.startswith(f"usage: python {variant} check")
+    assert "exit status: 0 OK, or no gfx950 served (without --require-gfx950); 1 a PROBLEM, such as a shipped file " \
+           "failing its sha256; 4 a usage error; 5 no gfx950 served, with --require-gfx950" in helped
+    assert "exit status: 0 every case passed; 1 a failure, named (a case, or a shipped file failing its sha256); " \
+           "4 a usage error; 5 nothing was tested" in check_help
+    shown_command = shlex.split(helped.split("usage: ", 1)[1].split(" [-h]")[0])  # the command --help names, run
+    r = subprocess.run([sys.executable, *shown_command[1:], "check", "--kernels", "v9"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": ""})
+    assert shown_command[0] == "python" and r.returncode == 4 and "no shipped kernel matches 'v9'" in r.stderr, shown(r)
     code, ok, tested, failed, verdict = found["get_kernel"]  # kernels.get_local_kernel(FOLDER).check()
-    assert (code, ok, tested, failed) == (2, False, 0, []) and verdict.startswith("relu_flydsl check NOT TESTED")
+    assert (code, ok, tested, failed) == (5, False, 0, []) and verdict.startswith("relu_flydsl check NOT TESTED")
     verdict = out.strip().splitlines()[-1]
     assert verdict.startswith("relu_flydsl check NOT TESTED: nothing was tested: "), said(out, err)
     assert "no HIP runtime (libamdhip64) is loaded" in verdict and "is a CPU-only build, not ROCm" in verdict
     report = json.loads((tmp_path / "relu_flydsl_check.json").read_text())  # the default: in the current folder
     assert f"report: {tmp_path / 'relu_flydsl_check.json'}" in out
-    assert report["exit_code"] == 2 and report["tested"] == 0 and report["verdict"] == verdict
+    assert report["exit_code"] == 5 and report["tested"] == 0 and report["verdict"] == verdict
     meta = json.loads((variant / "metadata.json").read_text())
     assert report["package"]["name"] == meta["id"] and report["package"]["folder"] == str(variant)
     assert report["package"]["digest"].startswith("verified") and report["package"]["fingerprint"].startswith("sha256:")
@@ -174,6 +192,99 @@ def test_the_checks_from_the_folder_on_the_cpu_say_nothing_was_tested_and_why(va
         lines = text.strip().splitlines()
         assert not [ln for ln in lines if ln.startswith("OK")], text
         assert lines[-1].startswith("NO GFX950 SERVED: no HIP runtime (libamdhip64) is loaded"), text
+
+
+# ---- a broken download: both gates fail ----------------------------------------------------
+TAMPERINGS = ("a changed byte", "a missing file", "an added file")
+BROKEN = "PROBLEM: a shipped file fails its sha256 (above): the download is broken or was changed"
+
+
+def tamper(folder, how) -> str:
+    """The variant at `folder` with a code object changed (a byte appended) or missing, or a file
+    added; what the digest check says about it."""
+    obj = sorted((folder / "code_objects").glob("*.co"))[0]
+    name = obj.relative_to(folder).as_posix()
+    if how == "a changed byte":
+        obj.write_bytes(obj.read_bytes() + b"\0")
+        return f"File hash mismatch for {name}"
+    if how == "a missing file":
+        obj.unlink()
+        return f"Missing file: {name}"
+    (folder / "notes.txt").write_text("added\n")
+    return "Unknown file: notes.txt"
+
+
+@pytest.mark.parametrize("how", TAMPERINGS)
+def test_a_broken_download_fails_both_gates_from_the_folder(variant, tmp_path, how):
+    """A copy of the variant with a changed, missing or added file, no gfx950 here: `python FOLDER`
+    (the health check, no flags) and `python FOLDER check` exit 1; the health check says so once."""
+    copy = tmp_path / "torch-rocm"
+    shutil.copytree(variant, copy)
+    digest_says = tamper(copy, how)
+    codes, _, (health, out), err = run_variant(copy, [[], ["check", "--no-progress"]], tmp_path)
+    assert codes == [1, 1], said(health + out, err)
+    lines = health.strip().splitlines()
+    assert [ln for ln in lines if ln.startswith(("PROBLEM", "OK", "NO GFX950"))] == [BROKEN], health
+    (files,) = [ln for ln in lines if ln.startswith("files:")]
+    assert files.startswith("files:          FAILED: ") and digest_says in files and health.count(digest_says) == 1
+    objects = [ln for ln in lines if "does not match its sha256" in ln or "unreadable" in ln]
+    assert len(objects) == (how != "an added file"), health  # the code objects' own check, one line
+    verdict = out.strip().splitlines()[-1]
+    assert verdict.startswith("relu_flydsl check FAILED: 1 failed (0 cases run); first: variant digest: "), verdict
+    assert digest_says in verdict
+
+
+def test_a_broken_download_fails_both_gates_in_this_process(variant_build, tmp_path, monkeypatch, capsys):
+    """This process's package on tampered copies (the kill test of tests/mutants_check.py's gate
+    mutants). Its code objects with a changed byte, no digest to check (the checkout has no
+    metadata.json): the health check exits 1. The variant's files with one added: check() fails,
+    exit 1, naming "variant digest"; the health check exits 1."""
+    import relu_flydsl
+    from relu_flydsl import _check, _objects
+    from relu_flydsl._state import STATE
+
+    built = variant_build / "build" / "torch-rocm"
+    objects, added = tmp_path / "objects", tmp_path / "added"
+    for copy in (objects, added):
+        shutil.copytree(built, copy)
+    tamper(objects, "a changed byte")
+    digest_says = tamper(added, "an added file")
+    try:
+        _fresh()
+        shipped = _objects.OBJECTS_DIR
+        monkeypatch.setattr(_objects, "OBJECTS_DIR", objects / "code_objects")
+        assert cli.main([]) == 1
+        text = capsys.readouterr().out
+        assert text.strip().splitlines()[-1] == BROKEN and "files:          not checked: not a built variant" in text
+        monkeypatch.setattr(_objects, "OBJECTS_DIR", shipped)  # (not undo(): a mutant may be set through it)
+        _fresh()
+        real = _check._package_info
+        monkeypatch.setattr(_check, "_package_info", lambda folder=None: real(folder or str(added)))
+        r = relu_flydsl.check(bandwidth=False, progress=False)
+        assert (r.exit_code, r.failed, r.tested) == (1, ["variant digest"], 0), r.text
+        assert str(r).startswith("relu_flydsl check FAILED: 1 failed (0 cases run); first: variant digest: ")
+        assert digest_says in r.report["evidence"]["variant digest"] and r.report["package"]["digest"].startswith("FAILED")
+        assert cli.main([]) == 1 and capsys.readouterr().out.strip().splitlines()[-1] == BROKEN
+    finally:
+        STATE.reset()
+
+
+def test_exit_statuses_and_help_of_the_installed_package(capsys):
+    """`python -m relu_flydsl`: a usage error exits 4, never argparse's 2; --help names
+    `python -m relu_flydsl`, and that command runs."""
+    _fresh()
+    for argv in (["check", "--kernels", "v9"], ["--bogus"], ["check", "--no-such-flag"]):
+        with pytest.raises(SystemExit) as e:
+            cli.main(argv)
+        assert e.value.code == 4, argv
+    assert "python -m relu_flydsl check: error: check(): no shipped kernel matches 'v9'" in capsys.readouterr().err
+    for argv, usage in (([], "usage: python -m relu_flydsl [-h]"), (["check"], "usage: python -m relu_flydsl check")):
+        with pytest.raises(SystemExit) as e:
+            cli.main(argv + ["--help"])
+        assert e.value.code == 0 and capsys.readouterr().out.startswith(usage)
+    r = subprocess.run([sys.executable, "-m", "relu_flydsl", "check", "--kernels", "v9"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 4 and "usage: python -m relu_flydsl check" in r.stderr, shown(r)
 
 
 # ---- on the virtual gfx950 ----------------------------------------------------------------
@@ -298,9 +409,9 @@ def test_check_on_the_cpu_tests_nothing_and_says_why():
     _fresh()
 
     r = relu_flydsl.check(bandwidth=False, progress=False)
-    assert (r.exit_code, r.ok, r.tested, r.failed) == (2, False, 0, []), r.text
+    assert (r.exit_code, r.ok, r.tested, r.failed) == (5, False, 0, []), r.text
     assert str(r).startswith("relu_flydsl check NOT TESTED: nothing was tested: ") and "CPU-only build" in str(r)
-    assert r.report["reason"] in str(r) and r.report["exit_code"] == 2 and r.text.endswith(str(r))
+    assert r.report["reason"] in str(r) and r.report["exit_code"] == 5 and r.text.endswith(str(r))
     with pytest.raises(ValueError, match="no shipped kernel matches 'v9'"):
         relu_flydsl.check(bandwidth=False, kernels="v9", progress=False)
 
@@ -311,7 +422,7 @@ def test_the_health_check_says_ok_only_where_a_gfx950_is_served(monkeypatch, cap
     _fresh()
 
     monkeypatch.setattr(_dispatch, "device_archs", lambda: {0: "gfx942"})
-    assert cli.main([]) == 0 and cli.main(["--require-gfx950"]) == 2
+    assert cli.main([]) == 0 and cli.main(["--require-gfx950"]) == 5
     lines = capsys.readouterr().out.splitlines()
     assert not [ln for ln in lines if ln.startswith("OK")]
     assert lines[-1] == "NO GFX950 SERVED: no gfx950 among the devices (device 0: gfx942); every call takes torch's kernel"
@@ -396,4 +507,4 @@ def test_each_reason_nothing_can_be_tested(monkeypatch):
     monkeypatch.setattr(_dispatch, "device_archs", lambda: {0: "gfx950"})
     monkeypatch.setenv("RELU_FLYDSL_DISABLE", "1")
     r = relu_flydsl.check(progress=False)
-    assert r.exit_code == 2 and r.tested == 0 and "RELU_FLYDSL_DISABLE is on" in str(r), r.text
+    assert r.exit_code == 5 and r.tested == 0 and "RELU_FLYDSL_DISABLE is on" in str(r), r.text

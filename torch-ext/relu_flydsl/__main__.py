@@ -1,25 +1,24 @@
-"""The health check and the hardware check from a shell.
+"""The health check and the hardware check from a shell (`--help`: each one's exit statuses).
 
     python -m relu_flydsl [--json] [--require-gfx950]
-        status() readably (--json: the dict as JSON). Launches nothing, loads no module, runs
-        no canary. Says OK only where the kernels serve a gfx950. Exits 1 when a gfx950 is
-        present and the kernel path is not active on it, or a kernel's canary failed there
-        (the lines starting "PROBLEM" say which); where there is no gfx950 it says what it
-        found and exits 0 (calls take torch's kernel by design), or 2 with --require-gfx950.
+        status() readably (--json: as JSON), and the files against their digest. Launches
+        nothing, loads no module, runs no canary. Says OK only where the kernels serve a gfx950.
+        Exits 1 for a problem (the "PROBLEM" lines): a shipped file failing its sha256, a gfx950
+        without the kernel path, a kernel's failed canary there; where no gfx950 is served it says
+        what it found and exits 0 (calls take torch's kernel by design), or 5 with --require-gfx950.
     python -m relu_flydsl check [--no-bandwidth] [-o REPORT] [--kernels K,...]
-        the hardware check (relu_flydsl.check(), _check.py): exit 0 passed, 1 failed, 2 nothing
-        tested (and why); the JSON report goes to REPORT (default ./relu_flydsl_check.json).
+        the hardware check (relu_flydsl.check(), _check.py, which defines the exit statuses both
+        use); the JSON report goes to REPORT (default ./relu_flydsl_check.json).
     python FOLDER [check ...]
-        the same from the folder `kernels` downloads (build/torch-rocm/, the package's files
-        directly): this file loads the folder as the package, as kernels does, then runs these.
+        the same from the folder `kernels` downloads (build/torch-rocm/): this file loads the
+        folder as the package, as kernels does, then runs these.
 """
 
 import argparse
 import json
 import os
+import shlex
 import sys
-
-NO_GFX950 = 2  # --require-gfx950 where no gfx950 is served
 
 
 def _load_folder():
@@ -49,13 +48,9 @@ def _load_folder():
 
 
 if not __package__ and __name__ == "__main__":  # `python FOLDER ...`: a script, not yet inside its package
-    sys.exit(_load_folder().main())
+    sys.exit(_load_folder().main(prog=f"python {shlex.quote(sys.argv[0])}"))
 if __package__:  # (without one, e.g. read by runpy under another name: _load_folder alone)
     from . import _check, _status
-
-
-def _unset(value) -> str:
-    return "(unset)" if value is None else repr(value)
 
 
 def served(st: dict) -> list:
@@ -63,23 +58,24 @@ def served(st: dict) -> list:
     return [d for d in st["devices"] if d["arch"] == _status.SUPPORTED_ARCH and d["kernel_path"]]
 
 
-def found(st: dict) -> str:
-    """What the health check found where no gfx950 is served, in a few words."""
-    archs = {d["index"]: d["arch"] for d in st["devices"]}
-    return _check.nothing_to_test(archs, st.get("devices_error")) or "a gfx950, not served"
+def problems(st: dict) -> list:
+    """_status.problems(st), after a shipped file that fails its sha256 (a broken download)."""
+    said = _status.problems(st)
+    if not st["code_objects"]["verified"] or st["package"]["digest"].startswith("FAILED"):
+        said.insert(0, "a shipped file fails its sha256 (above): the download is broken or was changed")
+    return said
 
 
-def render(st: dict) -> str:
+def render(st: dict, prog: str) -> str:
     """status() as text, a few lines per part, then the verdict."""
     out = [f"relu_flydsl {st['version']}: torch {st['torch']}, Python {st['python']}"]
     hip = st["hip_runtime"] or f"none ({st['hip_reason']})"
     out.append(f"HIP runtime:    {hip}")
     co = st["code_objects"]
-    if co["verified"]:
-        out.append(f"code objects:   {co['count']} kernels, each matching its sha256")
-    else:
-        out.append(f"code objects:   {co['count']} kernels, NOT verified: {co['reason']}")
-        out += [f"                {k}: {why}" for k, why in co["broken"].items()]
+    said = "each matching its sha256" if co["verified"] else "NOT verified:" + ("" if co["broken"] else f" {co['reason']}")
+    out.append(f"code objects:   {co['count']} kernels, {said}")
+    out += [f"                {k}: {why}" for k, why in co["broken"].items()]
+    out.append(f"files:          {st['package']['digest']}")
     e = st["entry"]
     serves = served(st)
     alloc = f"relu(x) allocates with {e['allocation']}"
@@ -103,35 +99,46 @@ def render(st: dict) -> str:
     out.append("settings:")
     for s in st["settings"]:
         note = f"; {s['note']}" if s["note"] else ""
-        out.append(f"  {s['name']}={_unset(s['value'])}: in force {s['in_force']!r}, read {s['read']}{note}")
-    problems = _status.problems(st)
-    ok = bool(serves)  # OK only where a gfx950 is served
-    if problems:
-        out += [f"PROBLEM: {p}" for p in problems]
+        value = "(unset)" if s["value"] is None else repr(s["value"])
+        out.append(f"  {s['name']}={value}: in force {s['in_force']!r}, read {s['read']}{note}")
+    said, ok = problems(st), bool(serves)  # OK only where a gfx950 is served
+    if said:
+        out += [f"PROBLEM: {p}" for p in said]
     elif ok:
         out.append("OK: the kernels serve " + ", ".join(f"device {d['index']} ({d['arch']})" for d in serves)
-                   + f"; to check them there: python -m {__package__} check")
+                   + f"; to check them there: {prog} check")
     else:
-        out.append(f"NO GFX950 SERVED: {found(st)}; every call takes torch's kernel")
+        found = _check.nothing_to_test({d["index"]: d["arch"] for d in st["devices"]}, st.get("devices_error"))
+        out.append(f"NO GFX950 SERVED: {found or 'a gfx950, not served'}; every call takes torch's kernel")
     return "\n".join(out)
 
 
 def health(st: dict, require_gfx950: bool = False) -> int:
-    """The health check's exit status: 1 a problem, 2 no gfx950 served where one is required, else 0."""
-    if _status.problems(st):
-        return 1
-    return NO_GFX950 if require_gfx950 and not served(st) else 0
+    """The health check's exit status: 1 a problem, 5 no gfx950 served where one is required, else 0."""
+    if problems(st):
+        return _check.FAILED
+    return _check.NOT_TESTED if require_gfx950 and not served(st) else _check.PASSED
 
 
-def main(argv=None) -> int:
-    prog = f"python -m {__package__}"
-    parser = argparse.ArgumentParser(prog=prog, description="the health check (status()); `check`: the hardware check")
-    parser.add_argument("--json", action="store_true", help="print status() as JSON")
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # a usage error is not "nothing tested" (argparse's own 2)
+        self.exit(_check.USAGE, f"{self.format_usage()}{self.prog}: error: {message}\n")
+
+
+def main(argv=None, prog=None) -> int:
+    prog, k = prog or f"python -m {__package__}", _check  # `python FOLDER` passes its own
+    parser = _Parser(prog=prog, description="the health check (status()); `check`: the hardware check",
+                     epilog=f"exit status: {k.PASSED} OK, or no gfx950 served (without --require-gfx950); {k.FAILED} a "
+                     f"PROBLEM, such as a shipped file failing its sha256; {k.USAGE} a usage error; {k.NOT_TESTED} no "
+                     "gfx950 served, with --require-gfx950")
+    parser.add_argument("--json", action="store_true", help="print status() as JSON, with the digest check")
     parser.add_argument("--require-gfx950", action="store_true",
-                        help=f"exit {NO_GFX950} unless the kernels serve a gfx950 here")
-    sub = parser.add_subparsers(dest="command")
-    c = sub.add_parser("check", help="the hardware check: every shipped kernel on each gfx950, then bandwidth",
-                       description=_check.__doc__.split("\n\n")[0])
+                        help=f"exit {k.NOT_TESTED} unless the kernels serve a gfx950 here")
+    c = parser.add_subparsers(dest="command").add_parser(
+        "check", help="the hardware check: every shipped kernel on each gfx950, then bandwidth",
+        description=k.__doc__.split("\n\n")[0], epilog=f"exit status: {k.PASSED} every case passed; {k.FAILED} a "
+        f"failure, named (a case, or a shipped file failing its sha256); {k.USAGE} a usage error; {k.NOT_TESTED} "
+        "nothing was tested (and why: no HIP runtime, no gfx950, ...)")
     c.add_argument("--no-bandwidth", action="store_true", help="skip the bandwidth sweep")
     c.add_argument("-o", "--report", default=_check.REPORT,
                    help=f"where to write the JSON report (default: {_check.REPORT} in the current directory)")
@@ -145,11 +152,11 @@ def main(argv=None) -> int:
             result = _check.check(not args.no_bandwidth, kernels=selection, report=args.report,
                                   progress=not args.no_progress)
         except ValueError as e:
-            parser.error(str(e))
+            c.error(str(e))
         print(result.text)
         return result.exit_code
-    st = _status.status()
-    print(json.dumps(st, indent=2) if args.json else render(st))
+    st = dict(_status.status(), package=_check._package_info()[0])
+    print(json.dumps(st, indent=2) if args.json else render(st, prog))
     return health(st, args.require_gfx950)
 
 

@@ -17,8 +17,9 @@ On each visible gfx950, through the public relu():
              medians); the timed buffers are judged too. The GB/s are this machine's.
 
 The result: CheckResult (.ok, .tested, .failed, .exit_code, .report, str() the verdict).
-Exit status 0: every case passed; 1: a case failed (named); 2: nothing was tested, and why
-(no HIP runtime, a CPU or CUDA torch, no device visible, no gfx950, the kill switch).
+Exit status, pytest's numbers (the health check's too): 0 every case passed; 1 a failure, named
+(a case, or a shipped file that fails its sha256); 4 a usage error; 5 nothing was tested, and
+why (no HIP runtime, a CPU or CUDA torch, no device visible, no gfx950, the kill switch).
 """
 
 import json
@@ -53,7 +54,7 @@ SWEEP_ITERS, SWEEP_WARMUP, SWEEP_ROUNDS = _timing.ITERS, _timing.WARMUP, _timing
 TORCH = "torch"  # the baseline: torch.clamp(x, min=0, out=out), torch.relu's kernel, as the post times it
 REPORT = "relu_flydsl_check.json"  # the CLI's default report, in the current directory
 VISIBILITY = ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
-PASSED, FAILED, NOT_TESTED = 0, 1, 2
+PASSED, FAILED, USAGE, NOT_TESTED = 0, 1, 4, 5  # exit statuses: pytest's numbers (see above)
 OUT_IS = {_canary.APART: "out=", _canary.IN_PLACE: "out=x", _canary.NEW: "a new output"}
 
 
@@ -206,12 +207,8 @@ def _sweep_bits(n: int, device: int):
     """n elements of the canary's input pattern (every special at every lane), repeated, on the device."""
     period = min(n, 1 << 16)
     pattern = _canary.input_bits(SWEEP_DTYPE, RUNGS["v5"].max_vec(SWEEP_DTYPE), period)
-    pattern = pattern.to(_torch_device(device))
+    pattern = pattern.to(torch.device("cuda", device) if torch.cuda.is_available() else "cpu")
     return pattern.repeat(-(-n // period))[:n]
-
-
-def _torch_device(index: int):
-    return torch.device("cuda", index) if torch.cuda.is_available() else torch.device("cpu")
 
 
 def _current(index: int):
@@ -340,9 +337,10 @@ def _device_name(index: int) -> Optional[str]:
         return None
 
 
-def _package_info():
-    """(the package's identity and digest, a failure or None): a digest that does not verify fails."""
-    folder = os.path.dirname(os.path.abspath(__file__))  # not resolved: a Hub cache links files into blobs/
+def _package_info(folder=None):
+    """(the package's identity and digest, a failure or None): a digest that does not verify fails.
+    folder: the variant's (default: this package's own)."""
+    folder = folder or os.path.dirname(os.path.abspath(__file__))  # not resolved: a Hub cache links into blobs/
     info = {"name": __package__, "version": int(__version__), "folder": folder, "fingerprint": None}
     metadata = os.path.join(folder, "metadata.json")
     if not os.path.isfile(metadata):
@@ -362,7 +360,7 @@ def _package_info():
         info["digest"] = f"not verified: the kernels library is needed to rehash the files ({e})"
         return info, None
     try:
-        _verify.verify_digest()
+        _verify.verify_digest(folder)
     except _verify.VariantVerificationError as e:
         info["digest"] = f"FAILED: {e}"
         return info, f"the variant's files against its digest: {e}"
@@ -381,7 +379,7 @@ def _environment() -> dict:
 # ---- the result -------------------------------------------------------------------------------
 class CheckResult:
     """What check() found. ok: every case passed (exit_code 0); tested: the cases run;
-    failed: the failed cases' names; exit_code: 0 passed, 1 failed, 2 nothing tested;
+    failed: the failed cases' names; exit_code: 0 passed, 1 failed, 5 nothing tested;
     report: the JSON report (a dict); str(): the one-line verdict; text: the whole account."""
 
     __slots__ = ("exit_code", "tested", "failed", "report", "text")
@@ -448,7 +446,6 @@ def check(bandwidth: bool = True, *, kernels=None, report=None, progress: bool =
     "v5/bfloat16/x8", or a list of them); report: a path to write the JSON report to;
     progress: a progress bar on stderr. Returns a CheckResult; str() is the verdict."""
     started = time.time()
-    selection = kernels
     package, digest_failure = _package_info()
     archs, listing_error = _devices()
     settings = _state.Settings(_state.env_raw())
@@ -466,7 +463,7 @@ def check(bandwidth: bool = True, *, kernels=None, report=None, progress: bool =
     relu = getattr(sys.modules[__package__], "relu")  # the public relu(), as a user calls it
     stats = sys.modules[__package__].dispatch_stats
     try:
-        chosen = kernels_of(selection)  # a name that matches no kernel raises ValueError, anywhere
+        chosen = kernels_of(kernels)  # a name that matches no kernel raises ValueError, anywhere
     except _objects.ObjectError as e:
         chosen, objects_error = [], str(e)
     else:

@@ -17,12 +17,6 @@ found" for them. verify_digest finds changed, added or missing files (a
 corrupted or edited cache); it cannot tell who published metadata.json, since
 whoever can rewrite the files can rewrite it too. `expected=` with the
 fingerprint from the source repository's CHANGELOG anchors it to a release.
-
-verify_variant() is the version-1 name of verify_digest() (deprecated: it is
-also the name of kernels' signature check, which it is not).
-
-In the Hugging Face cache every file of a snapshot is a symlink into blobs/:
-the variant folder is this file's folder as reached, never its resolved target.
 """
 
 import hashlib
@@ -46,7 +40,7 @@ def digest_fingerprint(digest: dict) -> str:
 
 
 def _own_variant() -> Path:
-    # abspath, not resolve(): resolving would leave the snapshot for blobs/.
+    # abspath, not resolve(): a Hub cache snapshot links each file into blobs/, which has no metadata.json
     return Path(os.path.dirname(os.path.abspath(__file__)))
 
 
