@@ -192,7 +192,7 @@ def test_run_sh_refuses_a_folder_that_is_no_variant(tmp_path):
     (tmp_path / "empty").mkdir()
     for folder in (tmp_path / "empty", tmp_path / "absent"):
         r = run_sh(["--variant", str(folder)])
-        assert r.returncode == 2 and "run.sh: --variant" in r.stderr, shown(r)
+        assert r.returncode == 4 and "run.sh: --variant" in r.stderr, shown(r)
 
 
 def test_run_sh_fails_when_no_hardware_test_ran(tmp_path):
