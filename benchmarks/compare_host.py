@@ -71,14 +71,14 @@ def say(message):
     print(f"compare_host: {message}", flush=True)
 
 
-def extract_all(t: tarfile.TarFile, dest: Path, filtered: bool = hasattr(tarfile, "tar_filter")):
-    """t's members under dest, none outside it: tarfile's "tar" filter where this Python has it
-    (3.11.4+); elsewhere (Debian 12's 3.11.2) the members are checked first, more strictly:
+def extract_all(t: tarfile.TarFile, dest: Path, filtered: bool = hasattr(tarfile, "data_filter")):
+    """t's members under dest, nothing outside it: tarfile's "data" filter where this Python has
+    it (3.11.4+); elsewhere (Debian 12's 3.11.2) the members are checked first, more strictly:
     files, folders and symbolic links only, no absolute name, no `..` in a name, no path through
-    a link (so each path means what it reads as), every link's target inside dest; the filter's
-    mode rule applies."""
+    a link (so each path means what it reads as), every link's target inside dest; no
+    setuid/setgid/sticky bit, no group or other write."""
     if filtered:
-        t.extractall(dest, filter="tar")
+        t.extractall(dest, filter="data")
         return
     members = t.getmembers()
     links = {PurePosixPath(m.name).as_posix() for m in members if m.issym()}
@@ -105,7 +105,7 @@ def extract_all(t: tarfile.TarFile, dest: Path, filtered: bool = hasattr(tarfile
                     walk.append(part)
                     if "/".join(walk) in links:
                         refuse(m, f"links through a link ({m.linkname})")
-        m.mode &= 0o755  # as the "tar" filter: no setuid/setgid/sticky, no group or other write
+        m.mode &= 0o755
     t.extractall(dest, members=members)
 
 
