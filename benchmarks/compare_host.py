@@ -55,7 +55,7 @@ import sys
 import tarfile
 import tempfile
 import time
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from benchmarks.host_overhead import gfx950_stub, paired, per_call
 
@@ -71,6 +71,44 @@ def say(message):
     print(f"compare_host: {message}", flush=True)
 
 
+def extract_all(t: tarfile.TarFile, dest: Path, filtered: bool = hasattr(tarfile, "data_filter")):
+    """t's members under dest, nothing outside it: tarfile's "data" filter where this Python has
+    it (3.11.4+); elsewhere (Debian 12's 3.11.2) the members are checked first, more strictly:
+    files, folders and symbolic links only, no absolute name, no `..` in a name, no path through
+    a link (so each path means what it reads as), every link's target inside dest; no
+    setuid/setgid/sticky bit, no group or other write."""
+    if filtered:
+        t.extractall(dest, filter="data")
+        return
+    members = t.getmembers()
+    links = {PurePosixPath(m.name).as_posix() for m in members if m.issym()}
+
+    def refuse(m, why):
+        raise tarfile.TarError(f"{m.name}: {why}; nothing extracted into {dest}")
+
+    for m in members:
+        parts = PurePosixPath(m.name).parts
+        if not (m.isfile() or m.isdir() or m.issym()):
+            refuse(m, "not a file, folder or symbolic link")
+        if not parts or m.name.startswith("/") or ".." in parts:
+            refuse(m, "a name outside the folder")
+        if any("/".join(parts[:i]) in links for i in range(1, len(parts))):
+            refuse(m, "a path through a link")
+        if m.issym():
+            walk = list(parts[:-1])
+            for part in PurePosixPath(m.linkname).parts:
+                if part.startswith("/") or (part == ".." and not walk):
+                    refuse(m, f"links outside the folder ({m.linkname})")
+                if part == "..":
+                    walk.pop()
+                elif part != ".":
+                    walk.append(part)
+                    if "/".join(walk) in links:
+                        refuse(m, f"links through a link ({m.linkname})")
+        m.mode &= 0o755
+    t.extractall(dest, members=members)
+
+
 def extract(rev: str, dest: Path) -> str:
     """The package at `rev`, under dest/torch-ext/ as relu_flydsl_<rev> with its own
     op namespace; returns the package name."""
@@ -79,7 +117,7 @@ def extract(rev: str, dest: Path) -> str:
     tar = dest / "old.tar"
     tar.write_bytes(archive)
     with tarfile.open(tar) as t:
-        t.extractall(dest, filter="tar")
+        extract_all(t, dest)
     tag = re.sub(r"\W", "_", rev)
     name = f"relu_flydsl_{tag}"
     pkg = dest / "torch-ext" / name

@@ -30,6 +30,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -320,7 +321,10 @@ def _cc() -> str:
 
 
 def entry_toolchain() -> dict:
-    """The C compiler (first line of --version) and the Python headers the entry is built with."""
+    """The C compiler (first line of --version) and the Python headers the entry is built with:
+    their major.minor only. The limited-API entry gets the same bytes from any patch release's
+    headers, and the manifest is in the release digest: a patch version there would give a
+    release another digest on each machine's interpreter (Debian 12's 3.11.2, a pyenv 3.11.7)."""
     import sysconfig
 
     cc = _cc()
@@ -331,9 +335,7 @@ def entry_toolchain() -> dict:
     include = Path(sysconfig.get_paths()["include"])
     if not (include / "Python.h").exists():
         raise BuildError(f"no Python.h in {include}: the compiled entry needs the interpreter's headers")
-    import platform
-
-    return {"cc": version.splitlines()[0].strip(), "python_headers": platform.python_version()}
+    return {"cc": version.splitlines()[0].strip(), "python_headers": "%d.%d" % sys.version_info[:2]}
 
 
 def entry_flags(strict: bool = True, sanitize: bool = False) -> tuple:

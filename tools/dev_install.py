@@ -13,8 +13,12 @@ and a .pth file that calls activate() at every start. activate() appends the roo
      itself puts first on sys.path for those;
   3. where that finds none: the checkout whose .venv this is, as the interpreter was
      reached (a worktree whose .venv links another checkout's .venv gets its own files);
-  4. where that finds none either: the checkout that installed it (a virtual
-     environment kept outside any checkout).
+  4. where that finds none either: the checkout that installed it, for a virtual
+     environment kept outside any checkout. Never for a checkout's own .venv: every
+     checkout sharing it through a link installs into it, so "the checkout that installed
+     it" is whichever set up last, another checkout's files for a process of a link
+     whose checkout rule 3 did not find (a child started outside any checkout then
+     imported them); such a process gets no roots.
 
 A checkout is the nearest folder upwards with a pyproject.toml, when that file names
 this project. So one .venv can serve several checkouts and each one's scripts import
@@ -61,7 +65,9 @@ def choose(name: str, installed_from: str, argv0: str, cwd, prefix: str):
         if _names_project(pyproject, name):
             found = venv_parent
     if found is None and _names_project(os.path.join(installed_from, "pyproject.toml"), name):
-        found = installed_from
+        real_parent = os.path.dirname(os.path.realpath(prefix))
+        if not _names_project(os.path.join(real_parent, "pyproject.toml"), name):
+            found = installed_from
     return found
 
 

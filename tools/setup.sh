@@ -41,8 +41,8 @@ for pkg in lld-22 llvm-22 gcc; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if ! command -v "$BASE" >/dev/null 2>&1; then
-  [ -n "${PYTHON:-}" ] && { echo "setup: PYTHON=$BASE not found" >&2; exit 1; }
-  need+=(python3 python3-venv)  # stock Debian without python3
+  [ -n "${PYTHON:-}" ] && [ "$BASE" != /usr/bin/python3 ] && { echo "setup: PYTHON=$BASE not found" >&2; exit 1; }
+  need+=(python3 python3-venv)  # stock Debian without python3 (Debian's is /usr/bin/python3)
 elif ! "$BASE" -c 'import ensurepip, venv' >/dev/null 2>&1; then
   # Debian splits venv/ensurepip out of python3 into python3.X-venv.
   case "$("$BASE" -c 'import sys; print(sys.prefix)')" in

@@ -105,6 +105,28 @@ def test_no_checkout_no_roots(layout, tmp_path):
     assert (r.returncode, r.stdout.strip()) == (0, "None"), r.stderr
 
 
+def _chosen(python: Path, cwd: Path):
+    r = subprocess.run([str(python), "-c", "import _relu_flydsl_dev_install as d; print(d.CHECKOUT)"],
+                       cwd=cwd, env=_env(), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
+def test_a_link_whose_checkout_is_not_found_imports_no_other_checkout(layout):
+    """b's .venv links a's, which a installed: a process of b's link started outside any checkout
+    where b is not found (here its pyproject.toml is away) gets no roots, never a's files (the
+    installing checkout of a shared .venv is whichever set up last)."""
+    tmp, a, b, python_a, other, elsewhere = layout
+    (b / "pyproject.toml").rename(b / "pyproject.toml.off")
+    try:
+        chosen = _chosen(b / ".venv" / "bin" / "python", elsewhere)
+    finally:
+        (b / "pyproject.toml.off").rename(b / "pyproject.toml")
+    assert chosen == "None", f"a process of b's link imports {chosen}'s files"
+    assert _chosen(b / ".venv" / "bin" / "python", elsewhere) == str(b)  # found: its own files
+    assert _chosen(python_a, elsewhere) == str(a)  # a's own .venv, reached as a's
+
+
 def test_this_checkouts_venv_imports_this_checkout(tmp_path):
     """The real install: from anywhere, the packages of the checkout whose .venv runs."""
     if Path(sys.prefix).parent != ROOT:

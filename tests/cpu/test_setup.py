@@ -141,3 +141,25 @@ def test_ci_runs_the_linter_configured_in_pyproject():
     assert "ruff" in pins, "requirements.txt must pin ruff (.ci/run runs .venv/bin/ruff)"
     lint = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["ruff"]["lint"]
     assert {"E9", "F63", "F7", "F82", "F401"} <= set(lint["select"])
+
+
+def test_ci_sets_up_from_debians_python_and_keeps_pyenv_for_the_other_pythons(tmp_path):
+    """.ci/run makes .venv from /usr/bin/python3, as a newcomer's Debian 12 does, whatever python3
+    comes first on PATH (a pyenv shim on the CI machine); tools/other_pythons.sh still runs."""
+    repo = tmp_path / "repo"
+    (repo / ".ci").mkdir(parents=True)
+    (repo / ".ci" / "run").write_bytes((ROOT / ".ci" / "run").read_bytes())
+    log = tmp_path / "log"
+    record = f'#!/usr/bin/env bash\necho "$0 PYTHON=${{PYTHON:-unset}} $*" >> {log}\n'
+    for rel in ("main.sh", "test.sh", "tools/other_pythons.sh", ".venv/bin/ruff", "shims/python3"):
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(record)
+        (repo / rel).chmod(0o755)
+    env = {"PATH": f"{repo / 'shims'}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    r = subprocess.run(["bash", ".ci/run"], cwd=repo, env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    runs = [line.split(" ", 2) for line in log.read_text().splitlines()]
+    assert [(cmd, python) for cmd, python, *_ in runs] == [
+        ("main.sh", "PYTHON=/usr/bin/python3"), (".venv/bin/ruff", "PYTHON=/usr/bin/python3"),
+        ("tools/other_pythons.sh", "PYTHON=/usr/bin/python3"), ("test.sh", "PYTHON=/usr/bin/python3")], runs
+    assert "ci: .venv from PYTHON=/usr/bin/python3" in r.stdout, r.stdout

@@ -156,6 +156,30 @@ def test_another_toolchain_makes_the_objects_stale(copies, manifest):
         assert "toolchain changed" in build.stale(objects, sources, tools)
 
 
+def test_the_manifest_holds_no_python_patch_version_and_no_build_path(manifest, monkeypatch):
+    """The manifest is in the release digest, so it records only what changes the shipped bytes:
+    the entry's headers as major.minor (the limited-API entry is the same from any patch
+    release: Debian 12's 3.11.2 and a pyenv 3.11.7 give one digest), and no path."""
+    import collections
+    import platform
+
+    minor = "%d.%d" % sys.version_info[:2]
+    assert manifest["entry"]["toolchain"]["python_headers"] == minor
+    text = (OBJECTS / build.MANIFEST).read_text()
+    assert not re.search(rf"\b{re.escape(minor)}\.\d", text), "a Python patch version in the manifest"
+    for path in (ROOT, OBJECTS, Path.home(), Path(sys.prefix), Path(sys.base_prefix)):
+        assert str(path) not in text, f"{path} in the manifest"
+    # another patch release of this interpreter: the same toolchain record, the same entry inputs
+    tools = build.entry_toolchain()
+    info = collections.namedtuple("version_info", "major minor micro releaselevel serial")(*sys.version_info[:2], 99,
+                                                                                            "final", 0)
+    monkeypatch.setattr(sys, "version_info", info)
+    monkeypatch.setattr(sys, "version", f"{minor}.99 (main) [GCC]")
+    monkeypatch.setattr(platform, "python_version", lambda: f"{minor}.99")
+    assert build.entry_toolchain() == tools == manifest["entry"]["toolchain"]
+    assert build.entry_stale(OBJECTS) is None
+
+
 @pytest.mark.parametrize("damage", ["flip", "delete", "manifest", "kernel"])
 def test_damaged_objects_are_stale(copies, manifest, damage):
     sources, objects = copies

@@ -425,6 +425,12 @@ def test_the_card_links_only_what_the_release_uploads(built):
     assert [p.split(":", 2)[0] + ":" + p.split(":", 2)[1] for p in problems] == [
         "https://github.com/org/relu-flydsl", f"{base}/blob/{BRANCH}/source/docs/nope.md",
         f"{base}/tree/{BRANCH}/source/nope", f"{base}/tree/v0/source"], problems
+    # a near miss: a folder or file whose name only begins an uploaded path's next part is a 404
+    sent = {op.path_in_repo for c in plan.commits for op in c.operations}
+    assert any(p.startswith("source/tools/") for p in sent) and "source/README.md" in sent
+    near = f"[f]({base}/tree/{BRANCH}/source/tool) [g]({base}/blob/{BRANCH}/source/README.m)"
+    assert [p.split(": ", 1)[1] for p in release.card_link_problems(near, plan, config)] == [
+        "the release uploads nothing under source/tool/", "the release uploads no file source/README.m"]
     without_source = release.UploadPlan(plan.repo_id, plan.version, [
         release.Commit(c.branch, [op for op in c.operations if not op.path_in_repo.startswith("source/")], c.message)
         for c in plan.commits])

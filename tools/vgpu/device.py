@@ -139,7 +139,7 @@ class VirtualGPU:
         """Device 0's allocation registry (the only one of a single-device test)."""
         return self.memories[0]
 
-    def _add(self, device, base, size, name, writable=True, guard=False, owner=None):
+    def _add(self, device, base, size, name, writable=True, guard=False, owner=None, fresh=False):
         """Register [base, base + size) on `device`; one address belongs to one device."""
         if not 0 <= device < len(self.memories):
             raise ValueError(f"device {device} does not exist (device count {len(self.memories)})")
@@ -148,7 +148,7 @@ class VirtualGPU:
                 for r in m.regions:
                     if base < r.end and r.base < base + size:
                         raise ValueError(f"region {name} [0x{base:x}, +{size}) overlaps {r.name} of device {d}")
-        return self.memories[device].add(base, size, name, writable, guard, owner=owner)
+        return self.memories[device].add(base, size, name, writable, guard, owner=owner, fresh=fresh)
 
     def register(self, tensor_or_addr, nbytes=None, name="tensor", writable=True, guard=False, owner=None,
                  device=0):
@@ -191,8 +191,33 @@ class VirtualGPU:
     def fresh_output(self, nbytes, name="fresh-output"):
         """The next launch receives one pointer to memory the test could not
         register beforehand (e.g. relu(x) allocating its output): register the
-        first unknown pointer argument as an allocation of nbytes, on the launch's device."""
+        first unknown pointer argument as an allocation of nbytes, on the launch's device.
+
+        Nothing keeps a fresh output alive and the device never sees it freed, so what the
+        bookkeeping holds may not depend on when Python frees it: memory handed out for a
+        fresh output proves every earlier fresh output it overlaps freed, and replaces them.
+        That memory may start inside such a freed output (its pointer is then not unknown):
+        where no pointer is unknown, the last one whose memory overlaps only fresh outputs is
+        the new one (relu's out is its last pointer)."""
         self._fresh = (int(nbytes), name)
+
+    def _take_fresh(self, device, pointers):
+        """Meet a pending fresh_output() declaration with a launch's pointer arguments."""
+        nbytes, name = self._fresh
+
+        def overlapped(p):
+            return [(m, r) for m in self.memories for r in m.regions if p < r.end and r.base < p + nbytes]
+
+        chosen = next((p for p in pointers if p and self.device_of(p) is None), None)
+        if chosen is None:
+            chosen = next((p for p in reversed(pointers) if p and all(r.fresh for _, r in overlapped(p))), None)
+        if chosen is None:
+            return
+        self._fresh = None
+        for m, r in overlapped(chosen):
+            if r.fresh:
+                m.remove(r)
+        self._add(device, chosen, nbytes, name, fresh=True)
 
     def writes(self, tensor):
         """Per-element write counts of a registered tensor (min over its bytes and max)."""
@@ -443,12 +468,8 @@ class VirtualGPU:
             raw = ctypes.string_at(slots[i], sz)  # exactly the argument's size: slots are 8 bytes
             kernarg[off:off + sz] = np.frombuffer(raw, dtype=np.uint8)
             rec.args.append(int.from_bytes(raw, "little", signed=(kind == "by_value")))
-            if kind == "global_buffer" and self._fresh:
-                ptr = int.from_bytes(raw, "little")
-                if ptr and self.device_of(ptr) is None:
-                    nbytes, fname = self._fresh
-                    self._fresh = None
-                    self._add(device, ptr, nbytes, fname)
+        if self._fresh:
+            self._take_fresh(device, [v for v, a in zip(rec.args, kernel.args) if a[".value_kind"] == "global_buffer"])
         region = memory.add(kernarg.ctypes.data, kernarg.size, f"kernarg:{rec.kernel}", writable=False,
                             owner=kernarg)
         emu = Emulator(prog, memory, self.straddle)

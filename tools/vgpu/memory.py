@@ -29,6 +29,7 @@ class Region:
     writable: bool = True
     guard: bool = False
     owner: object = None  # keeps the backing object alive
+    fresh: bool = False  # a fresh_output(): nothing keeps it alive, its memory may be handed out again
     _bytes: np.ndarray = None
     _writes: np.ndarray = None
 
@@ -73,12 +74,12 @@ class Memory:
         self.violations = []
 
     # ------------------------------------------------------------ registry
-    def add(self, base, size, name, writable=True, guard=False, owner=None):
+    def add(self, base, size, name, writable=True, guard=False, owner=None, fresh=False):
         base, size = int(base), int(size)
         for r in self.regions:
             if base < r.end and r.base < base + size:
                 raise ValueError(f"region {name} [0x{base:x}, +{size}) overlaps {r.name}")
-        r = Region(base, size, name, writable, guard, owner)
+        r = Region(base, size, name, writable, guard, owner, fresh)
         self.regions.append(r)
         self._sorted = None
         return r
