@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 import release
-from huggingface_hub import HfApi, hf_api
+from huggingface_hub import CommitOperationAdd, HfApi, hf_api
 
 VERSION = int(release.build_variant.read_build_toml()["general"]["version"])
 BRANCH = f"v{VERSION}"
@@ -435,6 +435,19 @@ def test_the_card_links_only_what_the_release_uploads(built):
         release.Commit(c.branch, [op for op in c.operations if not op.path_in_repo.startswith("source/")], c.message)
         for c in plan.commits])
     assert release.card_link_problems(card, without_source, config), "a card linking a tree the release lacks passed"
+
+
+def test_a_tree_link_needs_an_uploaded_path_under_that_folder():
+    """The link rule alone, on a plan of two files (no build): a folder's name must be followed by
+    '/' in an uploaded path; a path that merely begins with the name is another folder."""
+    config = release.build_variant.read_build_toml()
+    base, branch = release.release_identity.repo_url(config), release.release_identity.branch(config)
+    ops = [CommitOperationAdd(path_in_repo=p, path_or_fileobj=b"x") for p in ("source/tools/a.py", "LICENSE")]
+    plan = release.UploadPlan("org/relu-flydsl", VERSION, [release.Commit(branch, ops, "m")])
+    ok = f"[a]({base}/tree/{branch}/source/tools) [b]({base}/tree/{branch}/source) [c]({base}/blob/{branch}/LICENSE)"
+    assert release.card_link_problems(ok, plan, config) == []
+    near = f"[d]({base}/tree/{branch}/source/tool) [e]({base}/tree/{branch}/sourc) [f]({base}/blob/{branch}/LICENS)"
+    assert len(release.card_link_problems(near, plan, config)) == 3
 
 
 def _git(cwd, *args):
