@@ -1,7 +1,9 @@
 """Rules of the compiled entry's table (docs/compiled-entry.md) that no other scenario drives
 through the entry itself: out on another device than a tensor of another arch (the entry's own
-torch fallback), and relu(x)'s allocation raising. Scenarios of test_hot_path's `Ctx`, as the
-other scenario files'."""
+torch fallback), relu(x)'s allocation raising, and which launch call the null stream takes.
+Scenarios of test_hot_path's `Ctx`, as the other scenario files'."""
+
+import ctypes
 
 import pytest
 import torch
@@ -41,10 +43,12 @@ def allocation_error_raised(c):
     by the entry (the general path not entered), nothing launched."""
     xbits = S.make_bits("mixed", N, F32, 1)
     x, _ = S.guarded_input(c.dev, xbits, F32)
+    kept = []  # relu(x)'s outputs stay alive: their memory stays registered, never handed out again
     for hot in (False, True):
         c.dev.fresh_output(N * 4)
         general = c.general
-        S.assert_bits(c.relu(x), S.relu_bits(xbits, F32))
+        kept.append(c.relu(x))
+        S.assert_bits(kept[-1], S.relu_bits(xbits, F32))
         assert (c.general == general) == hot
     assert c.entry.use_shim(False).startswith("torch.empty_like")
 
@@ -63,5 +67,28 @@ def allocation_error_raised(c):
         c.entry.use_shim(True)
 
 
-SCENARIOS = {f.__name__: f for f in (out_device_on_another_arch, allocation_error_raised)}
+def null_stream_launches_through_launch_ex(c):
+    """On the null stream the entry launches through hipDrvLaunchKernelEx (on the virtual device
+    it makes hipModuleLaunchKernel's launch, so only a counting hook bound in its place tells the
+    two apart); on another stream, through hipModuleLaunchKernel."""
+    lib, ex = c.dev.lib, ctypes.CFUNCTYPE(ctypes.c_int, *(ctypes.c_void_p,) * 4)
+    real, calls = ex(ctypes.cast(c.dev.lib.hipDrvLaunchKernelEx, ctypes.c_void_p).value), []
+    hook = ex(lambda *args: calls.append(1) or real(*args))
+    address = c.pkg._hip.address
+    c.call(N // 2)  # the entry bound to the runtime first (learn() would bind it over the hook)
+    assert c.entry._hip_bound is c.pkg._hip.lib()
+    for stream, want in ((0, 1), (c.stream, 0)):
+        c.stream = c.dev.stream = stream
+        c.entry._loaded.hip(address(lib.hipModuleLaunchKernel), ctypes.cast(hook, ctypes.c_void_p).value,
+                            address(lib.hipGetDevice), address(lib.hipSetDevice), address(lib.hipGetLastError))
+        try:
+            c.warm(N)  # a first call (the general path's own launch), then the entry's
+            assert len(calls) == want, f"stream {stream:#x}: {len(calls)} launches through hipDrvLaunchKernelEx"
+        finally:
+            c.entry._bind_hip(c.entry._hip_bound)  # the hook is not left bound
+        calls.clear()
+
+
+SCENARIOS = {f.__name__: f for f in (out_device_on_another_arch, allocation_error_raised,
+                                     null_stream_launches_through_launch_ex)}
 test_entry_rules = scenario_test(SCENARIOS)
