@@ -329,8 +329,8 @@ static void dense_spans(DLTensor *x, DLTensor *y, int64_t x_span[2], int64_t y_s
     if (y != NULL) as_span(y, y_span);
 }
 
-/* dtypes the fallback hands to torch's relu here (_dispatch._TORCH_FAST): float16/32/64,
- * bfloat16, uint8, int8/16/32/64; any other goes the general path. */
+/* dtypes the fallback hands to torch's relu here: float16/32/64, bfloat16, uint8, int8/16/32/64;
+ * any other goes the general path (which raises for bool and complex). */
 static int plain_dtype(int dt) {
     switch (dt) {
     case 2 << 8 | 16: case 2 << 8 | 32: case 2 << 8 | 64: case 4 << 8 | 16: case 1 << 8 | 8:
