@@ -20,7 +20,7 @@ import torch
 
 import vgpu_support as S
 from test_entry_learn import _answers_differ_on_device_1
-from test_hot_path import F32, STREAM, Ctx
+from test_hot_path import F32, STREAM, scenario_test
 from vgpu.serve import DEVICE_OF, STREAM_OF, present_cpu
 
 pytestmark = pytest.mark.vgpu
@@ -690,16 +690,4 @@ SCENARIOS = {f.__name__: f for f in (
     layer_stack_convention_checked, truth_errors_raised, fallback_counter_on_failed_allocations,
 )}
 
-
-@pytest.mark.parametrize("name", list(SCENARIOS))
-def test_entry_contracts(vgpu, monkeypatch, name):
-    import relu_flydsl
-
-    monkeypatch.delenv(DISABLE, raising=False)
-    monkeypatch.delenv(RUNG, raising=False)
-    try:
-        SCENARIOS[name](Ctx(relu_flydsl, vgpu, monkeypatch))
-        assert relu_flydsl._compiled_entry.status()["loaded"], "the scenario unloaded the compiled entry"
-    finally:
-        relu_flydsl._compiled_entry.use(True)
-        relu_flydsl._state.STATE.reset()
+test_entry_contracts = scenario_test(SCENARIOS)

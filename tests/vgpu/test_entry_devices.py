@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import vgpu_support as S
-from test_hot_path import F32, STREAM, Ctx
+from test_hot_path import F32, STREAM, scenario_test
 
 pytestmark = pytest.mark.vgpu
 F16 = torch.float16
@@ -49,20 +49,9 @@ def _served(c, device, n=N, dtype=F32, seed=0, hot=None, x_off=0, y_off=0, rung=
     and its stream, counted once, device 0 still current. hot=True: the compiled entry served it
     (the general path not entered); False: the general path did. Returns (x, out)."""
     xbits, x, xbuf, out, obuf = _tensors(c, device, n, dtype, seed, x_off, y_off)
-    general, calls, launches = c.general, c.flydsl_calls(), len(c.dev.launches)
-    assert c.relu(x, out=out, rung=rung) is out
-    c.dev.check()
-    S.assert_bits(out, S.relu_bits(xbits, dtype))
-    S.assert_written_once(c.dev, out)
-    S.assert_guards(obuf, out)
-    S.assert_guards(xbuf, x)
-    launched = [(r.device, r.stream) for r in c.dev.launches[launches:]]
+    launched = [(r.device, r.stream) for r in c.checked(x, out, xbits, xbuf, obuf, dtype, rung, hot)]
     assert launched == [(device, STREAMS[device])], f"launches (device, stream) {launched} for a tensor on {device}"
     assert c.dev.get_device() == 0, "the caller's current device must be back"
-    assert c.flydsl_calls() == calls + 1, "the call must count once in dispatch_stats()"
-    if hot is not None:
-        took = "the compiled entry" if c.general == general else "the general path"
-        assert (c.general == general) == hot, f"expected {'the compiled entry' if hot else 'the general path'}; {took}"
     assert c.dev.last_error() == 0, "a HIP error left pending"
     return x, out
 
@@ -335,21 +324,7 @@ SCENARIOS = {f.__name__: f for f in (
 # Scenarios that expose a bug not fixed yet: expected to fail (strict), and left out of the
 # mutation check's soundness run until fixed.
 KNOWN_BUGS = {}
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(reason=KNOWN_BUGS[n], raises=AssertionError,
-                                                                           strict=True))
-                                  if n in KNOWN_BUGS else n for n in SCENARIOS])
-def test_entry_devices(vgpu, monkeypatch, name):
-    import relu_flydsl
-
-    monkeypatch.delenv("RELU_FLYDSL_DISABLE", raising=False)
-    monkeypatch.delenv("RELU_FLYDSL_RUNG", raising=False)
-    try:
-        SCENARIOS[name](Ctx(relu_flydsl, vgpu, monkeypatch))
-        assert relu_flydsl._compiled_entry.status()["loaded"], "the scenario unloaded the compiled entry"
-    finally:
-        relu_flydsl._state.STATE.reset()
+test_entry_devices = scenario_test(SCENARIOS, KNOWN_BUGS)
 
 
 @pytest.mark.parametrize("call", ["hipModuleLaunchKernel", "hipSetDevice", "hipGetDevice"])

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 import vgpu_support as S
-from test_hot_path import F32, Ctx
+from test_hot_path import F32, scenario_test
 
 pytestmark = pytest.mark.vgpu
 N = 1024
@@ -192,16 +192,4 @@ def no_memory_on_the_general_path(c):
 ENTRY_SCENARIOS = {f.__name__: f for f in (entry_failed_launch_bumps_out, no_memory_on_the_entry)}
 GENERAL_SCENARIOS = {f.__name__: f for f in (general_failed_launch_bumps_out, no_memory_on_the_general_path)}
 
-
-@pytest.mark.parametrize("name", list(ENTRY_SCENARIOS) + list(GENERAL_SCENARIOS))
-def test_entry_memory(vgpu, monkeypatch, name):
-    import relu_flydsl
-
-    monkeypatch.delenv("RELU_FLYDSL_DISABLE", raising=False)
-    monkeypatch.delenv("RELU_FLYDSL_RUNG", raising=False)
-    try:
-        {**ENTRY_SCENARIOS, **GENERAL_SCENARIOS}[name](Ctx(relu_flydsl, vgpu, monkeypatch))
-        assert relu_flydsl._compiled_entry.status()["loaded"], "the scenario unloaded the compiled entry"
-    finally:
-        relu_flydsl._compiled_entry.use(True)
-        relu_flydsl._state.STATE.reset()
+test_entry_memory = scenario_test({**ENTRY_SCENARIOS, **GENERAL_SCENARIOS})

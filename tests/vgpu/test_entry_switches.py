@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import vgpu_support as S
-from test_hot_path import F32, Ctx
+from test_hot_path import F32, scenario_test
 from vgpu.serve import canary_memory_for, present_cpu
 
 pytestmark = pytest.mark.vgpu
@@ -228,14 +228,4 @@ SCENARIOS = {f.__name__: f for f in (
     kill_switch_checked_by_the_entry, unload_as_the_general_path,
 )}
 
-
-@pytest.mark.parametrize("name", list(SCENARIOS))
-def test_entry_switches(vgpu, monkeypatch, name):
-    import relu_flydsl
-
-    try:
-        SCENARIOS[name](Ctx(relu_flydsl, vgpu, monkeypatch))
-        assert relu_flydsl._compiled_entry.status()["loaded"], "the scenario unloaded the compiled entry"
-    finally:
-        relu_flydsl._compiled_entry.use(True)
-        relu_flydsl._state.STATE.reset()
+test_entry_switches = scenario_test(SCENARIOS)

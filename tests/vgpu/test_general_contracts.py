@@ -17,7 +17,7 @@ import torch
 import torch.autograd.forward_ad as fwAD
 
 from test_general_contracts_cpu import import_warnings
-from test_hot_path import F32, Ctx
+from test_hot_path import F32, scenario_test
 
 pytestmark = pytest.mark.vgpu
 F64 = torch.float64
@@ -301,15 +301,4 @@ SCENARIOS = {f.__name__: f for f in (
     runtime_path_is_the_mapped_file, entry_warning_says_what_happens, import_warning_at_the_importers_line,
 )}
 
-
-@pytest.mark.parametrize("name", list(SCENARIOS))
-def test_general_contracts(vgpu, monkeypatch, name):
-    import relu_flydsl
-
-    monkeypatch.delenv(KILL, raising=False)
-    monkeypatch.delenv("RELU_FLYDSL_RUNG", raising=False)
-    try:
-        SCENARIOS[name](Ctx(relu_flydsl, vgpu, monkeypatch))
-        assert relu_flydsl._compiled_entry.status()["loaded"], "the scenario unloaded the compiled entry"
-    finally:
-        relu_flydsl._state.STATE.reset()
+test_general_contracts = scenario_test(SCENARIOS)

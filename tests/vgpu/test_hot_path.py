@@ -61,10 +61,10 @@ class Ctx:
         out, obuf = self.dev.guarded((n,), dtype, offset_elems=y_off, name="out")
         return xbits, x, xbuf, out, obuf
 
-    def call(self, n, dtype=F32, x_off=0, y_off=0, seed=0, hot=None, rung=None):
-        """One relu(x, out=) on fresh guarded tensors, every vgpu check applied.
-        hot=True: it must take the hot path; False: the general path. Returns its launches."""
-        xbits, x, xbuf, out, obuf = self.tensors(n, dtype, x_off, y_off, seed, kind="mixed")
+    def checked(self, x, out, xbits, xbuf, obuf, dtype=F32, rung=None, hot=None):
+        """relu(x, out=out) on guarded tensors, every vgpu check applied: out returned, bit-exact,
+        written once, guards intact, counted once. hot=True: the hot path (the compiled entry)
+        must serve it; False: the general path. Returns its launch records."""
         general, calls, before = self.general, self.flydsl_calls(), len(self.dev.launches)
         assert self.relu(x, out=out, rung=rung) is out
         self.dev.check()
@@ -72,13 +72,19 @@ class Ctx:
         S.assert_written_once(self.dev, out)
         S.assert_guards(obuf, out)
         S.assert_guards(xbuf, x)
-        launched = self.dev.launches[before:]
-        assert launched, "a dense gfx950 tensor must take the kernel path"
-        assert all(r.stream == self.stream for r in launched), [hex(r.stream) for r in launched]
         assert self.flydsl_calls() == calls + 1, "the call must count once in dispatch_stats()"
         if hot is not None:
             took = "the hot path" if self.general == general else "the general path"
             assert (self.general == general) == hot, f"expected the {'hot' if hot else 'general'} path; took {took}"
+        return self.dev.launches[before:]
+
+    def call(self, n, dtype=F32, x_off=0, y_off=0, seed=0, hot=None, rung=None):
+        """One relu(x, out=) on fresh guarded tensors (checked()), launched on the preset stream.
+        Returns its launches."""
+        xbits, x, xbuf, out, obuf = self.tensors(n, dtype, x_off, y_off, seed, kind="mixed")
+        launched = self.checked(x, out, xbits, xbuf, obuf, dtype, rung, hot)
+        assert launched, "a dense gfx950 tensor must take the kernel path"
+        assert all(r.stream == self.stream for r in launched), [hex(r.stream) for r in launched]
         return launched
 
     def warm(self, n, dtype=F32, x_off=0, y_off=0, rung=None):
@@ -86,6 +92,37 @@ class Ctx:
         second one that must take the hot path."""
         self.call(n, dtype, x_off, y_off, seed=1, rung=rung)
         return self.call(n, dtype, x_off, y_off, seed=2, hot=True, rung=rung)
+
+
+def run_scenario(scenario, pkg, dev, mp):
+    """One scenario on the package as its test runs it: the kill switch and a forced rung unset,
+    the compiled entry still loaded after it, served through again and the state reset whatever
+    happened (the scenario files' tests share this)."""
+    mp.delenv("RELU_FLYDSL_DISABLE", raising=False)
+    mp.delenv("RELU_FLYDSL_RUNG", raising=False)
+    try:
+        scenario(Ctx(pkg, dev, mp))
+        assert pkg._compiled_entry.status()["loaded"], "the scenario unloaded the compiled entry"
+    finally:
+        pkg._compiled_entry.use(True)
+        pkg._state.STATE.reset()
+
+
+def scenario_test(scenarios, known_bugs=None, raises=AssertionError):
+    """The test of a scenario file: each of `scenarios` (name -> scenario) by run_scenario, those
+    named in known_bugs (name -> the bug) expected to fail with `raises` (strict). Bound to a
+    test_* name there, which pytest collects."""
+    known_bugs = known_bugs or {}
+
+    @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(reason=known_bugs[n], raises=raises,
+                                                                               strict=True))
+                                      if n in known_bugs else n for n in scenarios])
+    def test(vgpu, monkeypatch, name):
+        import relu_flydsl
+
+        run_scenario(scenarios[name], relu_flydsl, vgpu, monkeypatch)
+
+    return test
 
 
 def _untouched(buf, before, what="out"):
@@ -545,11 +582,5 @@ KNOWN_BUGS = {}
 def test_hot_path(vgpu, monkeypatch, name):
     import relu_flydsl
 
-    monkeypatch.delenv("RELU_FLYDSL_DISABLE", raising=False)
-    monkeypatch.delenv("RELU_FLYDSL_RUNG", raising=False)
     vgpu.errors_expected = name.startswith("split_launch_fails")  # the faults it injects; it checks them itself
-    try:
-        SCENARIOS[name](Ctx(relu_flydsl, vgpu, monkeypatch))
-        assert relu_flydsl._compiled_entry.status()["loaded"], "the scenario unloaded the compiled entry"
-    finally:
-        relu_flydsl._state.STATE.reset()
+    run_scenario(SCENARIOS[name], relu_flydsl, vgpu, monkeypatch)

@@ -10,11 +10,12 @@
  * the key: the general path serves contiguous x and out, or any dense layout with out of x's
  * strides, with the launch it makes for a contiguous tensor of that size (relu is elementwise: one
  * span of numel elements from the data pointer); serve() checks the same rule on every call and
- * describes such a span as 1-D. Before all that it asks
- * libtorch what the memory description does not say (torch_decides: subclasses, torch.func
- * transforms, dispatch modes, autograd, neg bits, an inference-tensor out); only tracing is asked
- * in Python before the call (_relu.relu), where Dynamo sees it. Anything else returns None: the
- * general path takes the call and gives the same answer, result, error and count.
+ * describes such a span as 1-D. Before all that it asks libtorch what the memory description does
+ * not say (torch_decides: subclasses, torch.func transforms, dispatch modes, autograd, neg bits, an
+ * inference-tensor out); tracing (where Dynamo sees it) and forward AD are asked in Python before
+ * the call (_relu.relu). Anything else returns None: the general path takes the call and gives the
+ * same answer, result, error and count. Each check made per call is tagged with its rule's name
+ * ("rule: name"); docs/compiled-entry.md lists the rules, why, and the test of each.
  *
  * Off the kernel path (CPU, CUDA, a ROCm device of another arch) it serves torch's fallback
  * as the general path would (torch.relu, or torch.clamp_min into out) and counts it.
@@ -114,20 +115,20 @@ static const void *impl_of(const void *tensor) { return *(void *const *)tensor; 
 /* Why the general path must take relu(x, out), or NULL: asked in this order, so that the object
  * is an exact torch.Tensor before its at::Tensor is read. */
 static const char *torch_decides(PyObject *x, PyObject *out) {
-    if (tensor_type == NULL) return "libtorch's answers not bound";
+    if (tensor_type == NULL) return "libtorch's answers not bound"; /* rule: torch */
     if ((PyObject *)Py_TYPE(x) != tensor_type || (out != Py_None && (PyObject *)Py_TYPE(out) != tensor_type))
-        return "not an exact torch.Tensor";
-    if (dispatch_modes() != 0) return "a dispatch mode";
+        return "not an exact torch.Tensor"; /* rule: torch */
+    if (dispatch_modes() != 0) return "a dispatch mode"; /* rule: torch */
     void *const *layers = functorch_layers(); /* std::vector: begin, end, end of storage */
-    if (layers[0] != layers[1]) return "a torch.func transform";
+    if (layers[0] != layers[1]) return "a torch.func transform"; /* rule: torch */
     const void *xt = tensor_of(x);
-    if (requires_grad(impl_of(xt))) return "x requires grad";
-    if (is_neg(xt)) return "x is a neg-bit view";
+    if (requires_grad(impl_of(xt))) return "x requires grad"; /* rule: grad */
+    if (is_neg(xt)) return "x is a neg-bit view"; /* rule: neg */
     if (out != Py_None) {
         const void *yt = tensor_of(out);
-        if (requires_grad(impl_of(yt))) return "out requires grad";
-        if (is_neg(yt)) return "out is a neg-bit view";
-        if (is_inference(yt)) return "out is an inference tensor";
+        if (requires_grad(impl_of(yt))) return "out requires grad"; /* rule: grad */
+        if (is_neg(yt)) return "out is a neg-bit view"; /* rule: neg */
+        if (is_inference(yt)) return "out is an inference tensor"; /* rule: inference */
     }
     return NULL;
 }
@@ -328,8 +329,8 @@ static void dense_spans(DLTensor *x, DLTensor *y, int64_t x_span[2], int64_t y_s
     if (y != NULL) as_span(y, y_span);
 }
 
-/* dtypes the fallback hands to torch's relu here (_dispatch._TORCH_FAST): float16/32/64,
- * bfloat16, uint8, int8/16/32/64; any other goes the general path. */
+/* dtypes the fallback hands to torch's relu here: float16/32/64, bfloat16, uint8, int8/16/32/64;
+ * any other goes the general path (which raises for bool and complex). */
 static int plain_dtype(int dt) {
     switch (dt) {
     case 2 << 8 | 16: case 2 << 8 | 32: case 2 << 8 | 64: case 4 << 8 | 16: case 1 << 8 | 8:
@@ -408,7 +409,7 @@ static PyObject *fallback(PyObject *x, PyObject *out, PyObject *counter) {
     }
     if (r == NULL) {
         Py_DecRef(hit);
-        if (out != Py_None && PyErr_ExceptionMatches(PyExc_RuntimeError)) {
+        if (out != Py_None && PyErr_ExceptionMatches(PyExc_RuntimeError)) { /* rule: refused */
             PyErr_Clear();
             Py_RETURN_NONE;
         }
@@ -457,7 +458,7 @@ static PyObject *new_like(PyObject *x, const DLTensor *t, int dt, uint64_t *data
     *via_shim = 0;
     while (i < ALLOC_DTYPES && alloc_dtype[i] != dt) i++;
     if (empty_strided != NULL && i < ALLOC_DTYPES && t->ndim <= 64 &&
-        (has_names == NULL || !has_names(impl_of(tensor_of(x))))) {
+        (has_names == NULL || !has_names(impl_of(tensor_of(x))))) { /* rule: alloc */
         int64_t compact[64], size_one = 1;
         const int64_t *strides = t->strides;
         if (strides == NULL) { /* compact row-major, as DLPack leaves it implicit */
@@ -503,47 +504,46 @@ static PyObject *serve(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     }
     PyObject *x = args[0], *out = args[1];
     uint64_t seen = generation; /* the settings and runtime this call is decided under */
-    if (torch_decides(x, out) != NULL || !env_current()) Py_RETURN_NONE;
+    if (torch_decides(x, out) != NULL || !env_current()) Py_RETURN_NONE; /* rule: settings */
     DLTensor xt, yt, xs, ys; /* xs, ys: as described (relu(x)'s allocation, the in-place check) */
     int64_t x_span[2], y_span[2];
-    if (describe(x, &xt) != 0) goto general; /* sparse, nested, ... */
+    if (describe(x, &xt) != 0) goto general; /* rule: memory (sparse, nested, ...) */
     xs = ys = xt;
     int dt = dtype_key(xt.dtype);
     if (out != Py_None) {
-        if (describe(out, &yt) != 0) goto general;
-        /* a host out of a ROCm x, each index 0 (the general path raises its device error) */
-        if (yt.device.device_type != xt.device.device_type) goto general;
+        if (describe(out, &yt) != 0) goto general; /* rule: memory */
+        if (yt.device.device_type != xt.device.device_type) goto general; /* rule: host-out (indices alike) */
         ys = yt;
-        dense_spans(&xt, &yt, x_span, y_span);
+        dense_spans(&xt, &yt, x_span, y_span); /* rule: layout */
         if (dtype_key(yt.dtype) != dt || !same_shape(&xt, &yt) || !contiguous(&xt) || !contiguous(&yt))
-            goto general;
+            goto general; /* rule: match, layout */
     } else { /* relu(x)'s output gets x's strides (torch.empty_like's) */
-        dense_spans(&xt, NULL, x_span, y_span);
+        dense_spans(&xt, NULL, x_span, y_span); /* rule: layout */
     }
     int rung = rung_index(args[2]);
-    if (rung < 0) goto general; /* the general path raises, or names why torch serves */
-    if (xt.device.device_type != kDLROCM) {
-        if (!plain_dtype(dt)) goto general;
-        if (out != Py_None && (yt.device.device_type != xt.device.device_type ||
+    if (rung < 0) goto general; /* rule: rung (the general path raises, or names why torch serves) */
+    if (xt.device.device_type != kDLROCM) { /* rule: off-rocm */
+        if (!plain_dtype(dt)) goto general; /* rule: plain */
+        if (out != Py_None && (yt.device.device_type != xt.device.device_type || /* rule: out-device */
                                yt.device.device_id != xt.device.device_id))
             goto general;
-        return fallback(x, out, disabled ? disabled_hit : off_hit);
+        return fallback(x, out, disabled ? disabled_hit : off_hit); /* rule: kill */
     }
     int device = device_of(&xt);
-    if (device < 0 || device >= DEVICES || !devices[device].known) goto general;
-    if (!devices[device].gfx950) {
-        if (!plain_dtype(dt)) goto general;
-        if (out != Py_None && device_of(&yt) != device) goto general;
-        return fallback(x, out, disabled ? disabled_hit : devices[device].arch_hit);
+    if (device < 0 || device >= DEVICES || !devices[device].known) goto general; /* rule: device */
+    if (!devices[device].gfx950) { /* rule: arch */
+        if (!plain_dtype(dt)) goto general; /* rule: plain */
+        if (out != Py_None && device_of(&yt) != device) goto general; /* rule: out-device */
+        return fallback(x, out, disabled ? disabled_hit : devices[device].arch_hit); /* rule: kill */
     }
-    if (disabled || dt < 0) goto general;
-    if (out == Py_None ? !contiguous(&xt) : device_of(&yt) != device) goto general;
+    if (disabled || dt < 0) goto general; /* rule: kill, key */
+    if (out == Py_None ? !contiguous(&xt) : device_of(&yt) != device) goto general; /* rule: layout, out-device */
     int64_t numel = numel_of(&xt);
     uint64_t xp = address(&xt), yp = out == Py_None ? 0 : address(&yt);
     Key k = {numel, device, (uint16_t)dt, (uint8_t)rung, (uint8_t)((xp & 15) << 4 | (yp & 15))};
-    if (numel <= 0 || !xp || (!yp && out != Py_None)) goto general; /* NULL: a ZeroTensor, a functional wrapper */
+    if (numel <= 0 || !xp || (!yp && out != Py_None)) goto general; /* rule: null (ZeroTensor, functional wrapper) */
     Entry *found = find(&k);
-    if (found == NULL) goto general;
+    if (found == NULL) goto general; /* rule: key */
     /* what the launch needs, copied: allocating, asking the stream or launching may run Python,
      * and another thread may then clear the table or reuse the slot for another key */
     void *function = found->function;
@@ -555,18 +555,18 @@ static PyObject *serve(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     int via_shim = 0;
     if (fresh) {
         out = new_like(x, &xs, dt, &yp, present_cpu, &via_shim);
-        if (out == NULL) goto failed;
-        if (yp & 15) { /* not the entry's alignment: the general path plans this one */
+        if (out == NULL) goto failed; /* rule: alloc */
+        if (yp & 15) { /* rule: fresh-align (not the entry's alignment: the general path plans this one) */
             Py_DecRef(out);
             goto undecided;
         }
     } else {
         uint64_t nbytes = (uint64_t)numel * (xt.dtype.bits / 8);
-        if (xp != yp && xp < yp + nbytes && yp < xp + nbytes) { /* dense ranges overlap */
+        if (xp != yp && xp < yp + nbytes && yp < xp + nbytes) { /* rule: overlap (dense ranges) */
             PyErr_SetObject(PyExc_ValueError, overlap_message);
             goto failed;
         }
-        if (xp == yp && !same_strides(&xs, &ys)) { /* x's memory in other strides: torch's partial overlap */
+        if (xp == yp && !same_strides(&xs, &ys)) { /* rule: overlap (x's memory in other strides) */
             PyErr_SetObject(PyExc_ValueError, overlap_message);
             goto failed;
         }
@@ -575,9 +575,9 @@ static PyObject *serve(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     /* the kernarg segment (_launch.KERNARG): X ptr @0, X numel @8, Y ptr @16, Y numel @24 */
     uint64_t kernarg[4] = {xp, (uint32_t)numel, yp, (uint32_t)numel};
     void *params[4] = {&kernarg[0], &kernarg[1], &kernarg[2], &kernarg[3]};
-    void *stream = stream_of(device);
+    void *stream = stream_of(device); /* rule: stream */
     int current, err;
-    if (stream == (void *)-1) {
+    if (stream == (void *)-1) { /* rule: stream */
         Py_DecRef(out);
         goto failed; /* torch's stream query raised */
     }
@@ -588,40 +588,40 @@ static PyObject *serve(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
      * thread's call that read changed settings meanwhile changed the generation, and a change no
      * call has read yet is one made after this call read them. */
     int python_ran = (fresh && !via_shim) || (present_cpu && (seam_device_of != NULL || seam_stream_of != NULL));
-    if ((python_ran && !env_current()) || seen != generation) {
+    if ((python_ran && !env_current()) || seen != generation) { /* rule: reread */
         Py_DecRef(out);
         goto undecided;
     }
-    if ((err = get_device(&current)) != 0) {
+    if ((err = get_device(&current)) != 0) { /* rule: switch */
         Py_DecRef(out);
         hip_failed("hipGetDevice", -1, err);
         goto failed;
     }
-    if (current != device && (err = set_device(device)) != 0) { /* kernels launch on the current device */
+    if (current != device && (err = set_device(device)) != 0) { /* rule: switch (launches go to the current device) */
         Py_DecRef(out);
         hip_failed("hipSetDevice", device, err);
         goto failed;
     }
-    if (stream == NULL && launch_ex != NULL) { /* the null stream: hipDrvLaunchKernelEx (_launch.py says why) */
+    if (stream == NULL && launch_ex != NULL) { /* rule: null-stream (hipDrvLaunchKernelEx: _launch.py says why) */
         err = launch_ex(&config, function, params, NULL);
     } else {
         err = launch_kernel(function, config.gridDimX, 1, 1, config.blockDimX, 1, 1, 0, stream, params, NULL);
     }
-    if (err) get_last_error(); /* taken, so torch's next launch check does not see it */
+    if (err) get_last_error(); /* rule: launch-error (taken: torch's next launch check must not see it) */
     /* out written, or maybe (a failed launch may have run in part): its version counter bumped,
      * as torch's out= and in-place ops do, so autograd refuses a saved tensor it overwrote */
-    if (!fresh) bump_version(tensor_of(out));
+    if (!fresh) bump_version(tensor_of(out)); /* rule: bump */
     int restore_error = 0;
-    if (current != device && set_device(current) != 0) {
+    if (current != device && set_device(current) != 0) { /* rule: switch */
         restore_error = get_last_error(); /* taken; it says which */
         if (restore_error == 0) restore_error = -1;
     }
-    if (restore_error) { /* the caller's device not current again: raised, as the general path does */
+    if (restore_error) { /* rule: switch (the caller's device not current again: raised, as the general path does) */
         Py_DecRef(out);
         hip_failed("hipSetDevice", current, restore_error);
         goto failed;
     }
-    if (err) {
+    if (err) { /* rule: launch-error */
         Py_DecRef(out);
         PyErr_Format(PyExc_RuntimeError,
                      "relu_flydsl: kernel launch failed with HIP error %d (%U, numel %lld); the output is not valid",
