@@ -8,6 +8,7 @@ from mutant_types import CheckMutant, Mutant  # noqa: F401  (the kinds this cata
 
 import test_entry_contracts
 import test_entry_memory
+import test_entry_rules
 
 _C, _PY = "_compiled_entry.c", "_compiled_entry.py"
 
@@ -95,7 +96,16 @@ MUTANTS = (
        "dense_layouts_replayed"),
     _m("entry-same-address-other-strides", "compiled entry: out at x's address in other strides taken as in place",
        _C, "serve", "if (xp == yp && !same_strides(&xs, &ys)) {", "if (0) {", "same_address_other_strides"),
+    # rules of docs/compiled-entry.md no other scenario drove (tests/vgpu/test_entry_rules.py)
+    _m("entry-arch-out-device-unchecked", "compiled entry: out on another device than an other-arch x served by torch",
+       _C, "serve", "if (out != Py_None && device_of(&yt) != device) goto general; "
+       "return fallback(x, out, disabled ? disabled_hit : devices[device].arch_hit);",
+       "return fallback(x, out, disabled ? disabled_hit : devices[device].arch_hit);", "out_device_on_another_arch"),
+    _m("entry-allocation-error-to-general", "compiled entry: relu(x)'s allocation error swallowed (the general path retries)",
+       _C, "serve", "if (out == NULL) goto failed;", "if (out == NULL) goto general;", "allocation_error_raised"),
+    _m("entry-null-stream-without-launch-ex", "compiled entry: the null stream launched through hipModuleLaunchKernel",
+       _C, "serve", "if (stream == NULL && launch_ex != NULL) {", "if (0) {", "null_stream_launches_through_launch_ex"),
 )
-SCENARIOS = {**test_entry_contracts.SCENARIOS, **test_entry_memory.ENTRY_SCENARIOS}
+SCENARIOS = {**test_entry_contracts.SCENARIOS, **test_entry_memory.ENTRY_SCENARIOS, **test_entry_rules.SCENARIOS}
 KNOWN_BUGS = {}
 CHECK_MUTANTS = ()
