@@ -26,6 +26,7 @@ All mutable dispatch state lives in _state.STATE; _launch keeps its own per-thre
 argument buffers and launch configs, which decide nothing.
 """
 
+import contextlib
 from typing import NamedTuple, Optional
 
 import torch
@@ -142,6 +143,70 @@ def dense(t) -> bool:
     return True
 
 
+# ---- the decision ------------------------------------------------------------
+FALLBACK, UNAVAILABLE, FIRST_USE, KERNEL = "fallback", "unavailable", "first use", "kernel"
+_ALIGNED = 1 << 20  # a new output's address for explain(): torch's allocators align far beyond 16 bytes
+
+
+class Decision(NamedTuple):
+    """What one call does (decide()). path: FALLBACK (torch's kernel, for `reason`), UNAVAILABLE
+    (the same, for missing code objects or HIP runtime: warned once), FIRST_USE (the kernel once
+    _ready() loads its module and passes its canary on the device, else _ready()'s reason) or
+    KERNEL (entry ready: launched). entry: the launch entry (plan: rung, dtype, vector width,
+    launches) of xp and yp, x's and out's pointers; settings: what the decision read."""
+    path: str
+    reason: Optional[str]
+    settings: object
+    entry: Optional["Entry"] = None
+    xp: int = 0
+    yp: int = 0
+
+
+def decide(x, out, rung, info: Optional[DeviceInfo], look: bool = False, there: bool = False) -> Decision:
+    """What relu(x, out, rung=rung) does on info's device (None: no ROCm device), in this
+    order: fallback_reason (settings re-read first), an empty tensor, the code objects, the HIP
+    runtime, then the plan and whether its kernel is ready. run() acts on it; explain() renders
+    it. look: explain()'s answer, acting on nothing (out None: a new output, planned aligned);
+    there: explain(arch=)'s, info a device of another machine (its HIP runtime, modules and
+    canaries not asked: a repeated call once the kernel is ready there)."""
+    if out is not None and out is not x and info is not None and not there:
+        at = device_info(out)  # the same device as torch.device (relu() checked); asked of device memory too
+        if at is None or at.index != info.index:
+            raise ValueError(f"relu(): out is on device {None if at is None else at.index} but x is on "
+                             f"device {info.index}")
+    reason = fallback_reason(x, x if out is None else out, info)  # (a change of settings clears the entries)
+    settings = STATE.settings
+    if reason is not None:
+        return Decision(FALLBACK, reason, settings)
+    if not x.numel():
+        return Decision(FALLBACK, "empty tensor", settings)
+    reason = _objects.unavailable() or (None if there else _hip.unavailable())
+    if reason is not None:
+        return Decision(UNAVAILABLE, reason, settings)
+    if look:  # read-only pointers: a copy-on-write tensor stays one
+        xp, yp = _inputs.read_ptr(x), _ALIGNED if out is None else _inputs.read_ptr(out)
+    else:  # out's pointer first (writing materializes a copy-on-write out, and x with it where they
+        # share one), then x's read-only one: relu reads a copy-on-write x in place, as torch.relu does
+        yp = out.data_ptr()
+        xp = _inputs.read_ptr(x)
+    # Entries hold no layout: relu is elementwise, so every dense layout with out of x's strides
+    # (fallback_reason) is one flat span of numel elements from data_ptr(), and a plan depends
+    # only on the size, the two alignments and the device.
+    entry = _entry(rung, rung or settings.default_rung, x.dtype, x.numel(), xp, yp, info.index, not look)
+    if entry.function is not None:
+        return Decision(KERNEL, None, settings, entry, xp, yp)
+    p = entry.plan
+    if there:
+        reason, function = _unusable((p.rung, p.dtype, p.vec)), True
+    elif look:
+        function, reason = _ready((p.rung, p.dtype, p.vec, info.index), info, look=True)
+    else:
+        function = None
+    if reason is not None:
+        return Decision(FALLBACK, reason, settings, entry, xp, yp)
+    return Decision(FIRST_USE if function is None else KERNEL, None, settings, entry, xp, yp)
+
+
 # ---- launch entries --------------------------------------------------------
 class Entry:
     """Everything one (rung, dtype, numel, alignment, device) call needs,
@@ -163,7 +228,7 @@ class Entry:
         self.key = key
 
 
-def _entry(rung, rung_name: str, torch_dtype, numel: int, x_addr: int, y_addr: int, device: int) -> Entry:
+def _entry(rung, rung_name: str, torch_dtype, numel: int, x_addr: int, y_addr: int, device: int, keep=True) -> Entry:
     # keyed by the rung as asked (None: the default), since plans depend on the
     # size and each pointer's alignment within 16 bytes, functions on the device
     key = (rung, torch_dtype, numel, x_addr & 15, y_addr & 15, device)
@@ -171,7 +236,8 @@ def _entry(rung, rung_name: str, torch_dtype, numel: int, x_addr: int, y_addr: i
     if entry is None:
         r = get_rung(rung_name)
         entry = Entry(plan.plan(r, _DTYPE_NAMES[torch_dtype], numel, x_addr, y_addr), device, key)
-        STATE.add_entry(key, entry)
+        if keep:  # (explain() leaves the table as it is)
+            STATE.add_entry(key, entry)
     return entry
 
 
@@ -217,13 +283,14 @@ def _run_canary(function, vkey, stream, current: bool):
         return c.judge()
 
 
-def _ready(vkey, info: DeviceInfo):
+def _ready(vkey, info: DeviceInfo, look=False):
     """(function, None) when kernel vkey = (rung, dtype, vec, device) may
     launch now, else (None, the fallback reason). On first use on a device:
     loads its module and, unless disabled, runs its canary, once whatever the
     threads, and never inside a graph capture. A failed canary is final: that
     kernel never launches on that device again, whatever RELU_FLYDSL_CANARY
-    says later (its warning promises so)."""
+    says later (its warning promises so). look: the same questions, acting on
+    none (explain()): (None, None) where the first use is still to come."""
     s = STATE
     canary = s.settings.canary
     verdict = s.verdicts.get(vkey, _UNJUDGED)
@@ -232,7 +299,7 @@ def _ready(vkey, info: DeviceInfo):
     function = s.functions.get(vkey)
     if function is not None and (verdict is None or not canary):
         return function, None
-    with s.key_lock(("ready",) + vkey):
+    with _NO_LOCK if look else s.key_lock(("ready",) + vkey):
         verdict = s.verdicts.get(vkey, _UNJUDGED)
         if verdict is not None and verdict is not _UNJUDGED:
             return None, _canary_failed(vkey)
@@ -243,6 +310,8 @@ def _ready(vkey, info: DeviceInfo):
             return function, None
         if _capturing(info.stream):
             return None, NOT_VERIFIED if canary else NOT_LOADED  # no module load, no canary inside a capture
+        if look:  # what the load would meet: an object known or found unusable
+            return None, None if function is not None else _unusable(vkey[:3])
         rung, dtype, vec, device = vkey
         try:
             function = _on_device(device, info.current, _objects.function, rung, dtype, vec, device)
@@ -264,6 +333,19 @@ def _ready(vkey, info: DeviceInfo):
 
 
 _UNJUDGED = object()  # no canary verdict yet (a verdict of None means: passed)
+_NO_LOCK = contextlib.nullcontext()
+
+
+def _unusable(kernel) -> Optional[str]:
+    """Why the loader refuses kernel (rung, dtype, vec) on any device, or None, found without
+    loading: its remembered verdict, then the object's check on disk (_objects.function's order)."""
+    why = STATE.broken.get(kernel)
+    if why is None:
+        try:
+            _objects.read_verified(*kernel)
+        except _objects.ObjectError as e:
+            why = str(e)
+    return why
 
 
 # ---- launching ---------------------------------------------------------------
@@ -383,44 +465,25 @@ def _teach(info: DeviceInfo):
 
 
 def run(x: torch.Tensor, out: torch.Tensor, rung: Optional[str], info=_NO_INFO, bump: bool = False) -> torch.Tensor:
-    """relu(x, out) validated, on the kernel or torch's fallback. bump: out is the caller's, and
-    its version counter goes up once for the write, as torch's out= and in-place ops do (on the
-    fallback, torch's own bump); else it is left as it was (a new output; the op's out, which
-    torch.library's mutation bumps)."""
+    """relu(x, out) validated, on the kernel or torch's fallback, as decide() says. bump: out is
+    the caller's, and its version counter goes up once for the write, as torch's out= and
+    in-place ops do (on the fallback, torch's own bump); else it is left as it was (a new
+    output; the op's out, which torch.library's mutation bumps)."""
     if info is _NO_INFO:
         info = device_info(x)
-    if out is not x and info is not None:
-        there = device_info(out)  # the same device as torch.device (relu() checked); asked of device memory too
-        if there is None or there.index != info.index:
-            raise ValueError(f"relu(): out is on device {None if there is None else there.index} but x is on "
-                             f"device {info.index}")
     for _ in range(_DECISIONS):
-        reason = fallback_reason(x, out, info)  # (settings re-read first: a change clears what the entry knew)
-        settings = STATE.settings  # what this decision read; _launch_now compares it again
+        d = decide(x, out, rung, info)
         if info is not None and STATE.replay is not None and (x.is_cuda or _compiled_entry.presented):
             _teach(info)  # a tensor the compiled entry takes for device memory too
-        if reason is None and x.numel() == 0:
-            reason = "empty tensor"
-        if reason is None:
-            reason = _objects.unavailable() or _hip.unavailable()
-            if reason is not None:
-                STATE.warn_once(("unavailable", reason), reason)
-        if reason is not None:
-            break
-        # out's pointer first (writing materializes a copy-on-write out, and x with it where they
-        # share one), then x's read-only one: relu reads a copy-on-write x in place, as torch.relu does
-        yp = out.data_ptr()
-        xp = _inputs.read_ptr(x)
-        # Entries hold no layout: relu is elementwise, so every dense layout with out of x's
-        # strides (fallback_reason) is one flat span of numel elements from data_ptr(), and a
-        # plan depends only on the size, the two alignments and the device.
-        entry = _entry(rung, rung or settings.default_rung, x.dtype, x.numel(), xp, yp, info.index)
-        if entry.function is None:
+        reason, entry = d.reason, d.entry
+        if d.path == FIRST_USE:  # module load and canary on this device, or why not
             p = entry.plan
             entry.function, reason = _ready((p.rung, p.dtype, p.vec, info.index), info)
+        elif d.path == UNAVAILABLE:
+            STATE.warn_once(("unavailable", reason), reason)
         if reason is not None:
             break
-        if not _launch_entry(entry, xp, yp, info, settings, out if bump else None):
+        if not _launch_entry(entry, d.xp, d.yp, info, d.settings, out if bump else None):
             continue  # the settings changed before the launch: decide again under the new ones
         if entry.single and STATE.replay is not None:  # replayed by the compiled entry from now on
             _compiled_entry.add(entry, rung)
