@@ -317,45 +317,39 @@ def _explain(x, out, rung, arch) -> str:
     except (TypeError, ValueError, RuntimeError) as e:
         return _say(f"raises {type(e).__name__}", str(e), None, "nothing (the call fails before any path)")
     if d.reason is not None:
-        return _say("torch fallback", _more(d, info), None, f"fallback/{d.reason}")
-    p, canary = d.entry.plan, STATE.settings.canary
-    counted = f"flydsl/{p.rung}/{p.dtype}"
+        return _say("torch fallback", _more(d), None, f"fallback/{d.reason}")
+    p, vkey, counted = d.entry.plan, d.entry.vkey, f"flydsl/{d.entry.plan.rung}/{d.entry.plan.dtype}"
     autograd = out is None and x.requires_grad and torch.is_grad_enabled()  # through the op, a new output
     why = _entry_leaves(x, out, rung, d.entry.single, autograd)
     if arch is not None:
-        kernel = _kernel(p, f"on a {arch} (device {info.index}), torch's current stream")
         first = ("the first call of this size, alignment and device takes the general path, which loads the module "
                  "(sha256 checked) and runs the canary there before its launch")
-        if why is None:
-            return _say("kernel, compiled entry", f"the compiled entry replays a ready entry; {first}", kernel, counted)
-        return _say("kernel, general path", f"{why}; {first}", kernel, counted)
-    vkey = (p.rung, p.dtype, p.vec, info.index)
+        return _say(_ROUTE[why is None], f"{why or 'the compiled entry replays a ready entry'}; {first}",
+                    _kernel(p, f"on a {arch} (device {info.index}), torch's current stream"), counted)
     kernel = _kernel(p, f"on device {info.index}, stream {info.stream:#x}")
     if d.path == _dispatch.FIRST_USE:
         steps = ("module loaded (sha256 checked), " if vkey not in STATE.functions else "") + (
-            "canary run on this device" if canary else f"no canary ({ENV_CANARY} off)")
+            "canary run on this device" if STATE.settings.canary else f"no canary ({ENV_CANARY} off)")
         return _say("kernel after first use", f"first use on device {info.index}: {steps}; a failed canary gives the "
                     f"torch fallback instead (fallback/{_dispatch._canary_failed(vkey)})", kernel, counted)
     checked = "its canary passed" if STATE.verdicts.get(vkey, _UNJUDGED) is None else f"loaded, canary off ({ENV_CANARY})"
     if why is None and (d.entry.function is None or not _compiled_entry.replays(d.entry, rung)):
         why = "the first call of this size, alignment and device; the compiled entry replays it after"
-    if why is None:
-        return _say("kernel, compiled entry", f"a ready entry for this size, alignment and device ({checked})",
-                    kernel, counted)
-    return _say("kernel, general path", f"{why} ({checked})", kernel, counted)
+    return _say(_ROUTE[why is None], f"{why or 'a ready entry for this size, alignment and device'} ({checked})",
+                kernel, counted)
+
+
+_ROUTE = {True: "kernel, compiled entry", False: "kernel, general path"}
 
 
 def _index(x) -> int:
     return x.get_device() if isinstance(x, torch.Tensor) and x.is_cuda else 0
 
 
-def _more(d, info) -> str:
+def _more(d) -> str:
     """A fallback's reason, with what the kernel's own state on the device adds to it."""
-    if d.entry is None:
-        return d.reason
-    p = d.entry.plan
-    vkey = (p.rung, p.dtype, p.vec, info.index)
-    if d.reason == _dispatch._canary_failed(vkey):
+    vkey = d.entry and d.entry.vkey
+    if vkey and d.reason == _dispatch._canary_failed(vkey):
         return f"{d.reason}: {STATE.verdicts.get(vkey)} (final for this process)"
     if d.reason in (_dispatch.NOT_VERIFIED, _dispatch.NOT_LOADED):
         return f"{d.reason}: a graph capture is in progress on this stream"
