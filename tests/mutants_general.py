@@ -74,12 +74,12 @@ DECISION = (
     ("neg bit", "fallback_reason", "x.is_neg() or out.is_neg() or x.is_conj() or out.is_conj()", "False"),
     ("no memory", "fallback_reason", "not (xp and yp)", "False"),
     ("misaligned", "fallback_reason", "(xp | yp) % x.element_size()", "0"),
-    ("empty", "decide", "None if x.numel() else 'empty tensor'", "None"),
+    ("empty", "decide", "None if n else 'empty tensor'", "None"),
     ("code objects", "decide", "_objects.unavailable()", "None"),
     ("hip runtime", "decide", "_hip.unavailable()", "None"),
     ("rung", "decide", "rung or settings.default_rung", "settings.default_rung"),
-    ("vector width", "decide", "_entry(rung, rung or settings.default_rung, x.dtype, x.numel(), xp, yp, info.index, "
-     "not look)", "_entry(rung, rung or settings.default_rung, x.dtype, x.numel(), xp, xp, info.index, not look)"),
+    ("vector width", "decide", "_entry(rung, rung or settings.default_rung, x.dtype, n, xp, yp, info.index, not look)",
+     "_entry(rung, rung or settings.default_rung, x.dtype, n, xp, xp, info.index, not look)"),
 )
 
 

@@ -142,6 +142,9 @@ FALLBACK, UNAVAILABLE, FIRST_USE, KERNEL = "fallback", "unavailable", "first use
 _ALIGNED = 1 << 20  # a new output's address for explain(): torch's allocators align far beyond 16 bytes
 
 
+_new = tuple.__new__
+
+
 class Decision(NamedTuple):
     """decide()'s answer. path: FALLBACK (torch's kernel, for `reason`), UNAVAILABLE (the same; no
     code objects or HIP runtime: warned once), FIRST_USE (the kernel once _ready() makes it ready
@@ -168,7 +171,8 @@ def decide(x, out, rung, info: Optional[DeviceInfo], look: bool = False, there: 
             raise ValueError(f"relu(): out is on device {None if at is None else at.index} but x is on "
                              f"device {info.index}")
     # (fallback_reason re-reads the settings first: a change clears the entries)
-    reason = fallback_reason(x, x if out is None else out, info) or (None if x.numel() else "empty tensor")
+    n = x.numel()
+    reason = fallback_reason(x, x if out is None else out, info) or (None if n else "empty tensor")
     settings = STATE.settings
     if reason is not None:
         return Decision(FALLBACK, reason, settings)
@@ -181,9 +185,9 @@ def decide(x, out, rung, info: Optional[DeviceInfo], look: bool = False, there: 
         # share one), then x's read-only one: relu reads a copy-on-write x in place, as torch.relu does
         yp = out.data_ptr()
         xp = _inputs.read_ptr(x)
-    entry = _entry(rung, rung or settings.default_rung, x.dtype, x.numel(), xp, yp, info.index, not look)
+    entry = _entry(rung, rung or settings.default_rung, x.dtype, n, xp, yp, info.index, not look)
     if entry.function is not None and not there:  # (there: this machine's entries are not asked)
-        return Decision(KERNEL, None, settings, entry, xp, yp)
+        return _new(Decision, (KERNEL, None, settings, entry, xp, yp))  # (tuple's own: no Python frame)
     if there:
         reason, function = _unusable(entry.vkey[:3]), True
     elif look:
@@ -444,18 +448,17 @@ def run(x: torch.Tensor, out: torch.Tensor, rung: Optional[str], info=_NO_INFO, 
     if info is _NO_INFO:
         info = device_info(x)
     for _ in range(_DECISIONS):
-        d = decide(x, out, rung, info)
+        path, reason, settings, entry, xp, yp = decide(x, out, rung, info)
         if info is not None and STATE.replay is not None and (x.is_cuda or _compiled_entry.presented) and (
                 info.arch != SUPPORTED_ARCH or _hip.unavailable() is None):  # (a gfx950: the HIP runtime bound)
             _compiled_entry.learn(info, _ARCH_REASON.format(info.arch))  # what device_info found, for the entry
-        reason, entry = d.reason, d.entry
-        if d.path == FIRST_USE:  # module load and canary on this device, or why not
+        if path == FIRST_USE:  # module load and canary on this device, or why not
             entry.function, reason = _ready(entry.vkey, info)
-        elif d.path == UNAVAILABLE:
+        elif path == UNAVAILABLE:
             STATE.warn_once(("unavailable", reason), reason)
         if reason is not None:
             break
-        if not _launch_entry(entry, d.xp, d.yp, info, d.settings, out if bump else None):
+        if not _launch_entry(entry, xp, yp, info, settings, out if bump else None):
             continue  # the settings changed before the launch: decide again under the new ones
         if entry.single and STATE.replay is not None:  # replayed by the compiled entry from now on
             _compiled_entry.add(entry, rung)
