@@ -71,7 +71,7 @@ DECISION = (
     ("arch", "fallback_reason", "info.arch != SUPPORTED_ARCH", "False"),
     ("dtype", "fallback_reason", "dtype is None", "False"),
     ("layout", "fallback_reason", "x.stride() != out.stride() or not dense(x)", "False"),
-    ("neg bit", "fallback_reason", "x.is_neg() or out.is_neg() or x.is_conj() or out.is_conj()", "False"),
+    ("neg bit", "fallback_reason", "x.is_neg() or out.is_neg()", "False"),
     ("no memory", "fallback_reason", "not (xp and yp)", "False"),
     ("misaligned", "fallback_reason", "(xp | yp) % x.element_size()", "0"),
     ("empty", "decide", "None if n else 'empty tensor'", "None"),

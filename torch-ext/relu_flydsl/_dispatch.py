@@ -112,9 +112,9 @@ def fallback_reason(x: torch.Tensor, out: torch.Tensor, info: Optional[DeviceInf
         # result at its input's offset. Mixed strides keep the fallback.
         if x.stride() != out.stride() or not dense(x):
             return "non-contiguous"
-    if x.is_neg() or out.is_neg() or x.is_conj() or out.is_conj():
-        # A lazy negation/conjugation view (torch._neg_view, x.conj().imag):
-        # its memory holds the other sign, so a raw-memory kernel would be wrong.
+    if x.is_neg() or out.is_neg():  # (only complex dtypes, none served, carry the conj bit)
+        # A lazy negation view (torch._neg_view, x.conj().imag): its memory holds
+        # the other sign, so a raw-memory kernel would be wrong.
         return "neg/conj-bit view"
     if x.numel():  # what a launch cannot address: torch's kernel serves it
         xp, yp = _inputs.read_ptr(x), _inputs.read_ptr(out)
@@ -452,12 +452,13 @@ def run(x: torch.Tensor, out: torch.Tensor, rung: Optional[str], info=_NO_INFO, 
         if info is not None and STATE.replay is not None and (x.is_cuda or _compiled_entry.presented) and (
                 info.arch != SUPPORTED_ARCH or _hip.unavailable() is None):  # (a gfx950: the HIP runtime bound)
             _compiled_entry.learn(info, _ARCH_REASON.format(info.arch))  # what device_info found, for the entry
-        if path == FIRST_USE:  # module load and canary on this device, or why not
-            entry.function, reason = _ready(entry.vkey, info)
-        elif path == UNAVAILABLE:
-            STATE.warn_once(("unavailable", reason), reason)
-        if reason is not None:
-            break
+        if path != KERNEL:
+            if path == FIRST_USE:  # module load and canary on this device, or why not
+                entry.function, reason = _ready(entry.vkey, info)
+            elif path == UNAVAILABLE:
+                STATE.warn_once(("unavailable", reason), reason)
+            if reason is not None:
+                break
         if not _launch_entry(entry, xp, yp, info, settings, out if bump else None):
             continue  # the settings changed before the launch: decide again under the new ones
         if entry.single and STATE.replay is not None:  # replayed by the compiled entry from now on
