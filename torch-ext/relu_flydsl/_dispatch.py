@@ -140,8 +140,6 @@ def dense(t) -> bool:
 # ---- the decision ------------------------------------------------------------
 FALLBACK, UNAVAILABLE, FIRST_USE, KERNEL = "fallback", "unavailable", "first use", "kernel"
 _ALIGNED = 1 << 20  # a new output's address for explain(): torch's allocators align far beyond 16 bytes
-
-
 _new = tuple.__new__
 
 
