@@ -478,20 +478,16 @@ def _warmup_devices(devices):
     HIP device; () where no HIP runtime is loaded (objects checked only)."""
     if devices is not None:
         return devices
-    if _hip.unavailable() is not None:
-        return ()
     try:
-        return (_hip.get_device(),)
+        return () if _hip.unavailable() is not None else (_hip.get_device(),)
     except (OSError, RuntimeError, AttributeError):
         return ()
 
 
 def _device_count() -> int:
     """GPUs the HIP runtime in this process has (0 without one)."""
-    if _hip.unavailable() is not None:
-        return 0
     try:
-        return _hip.device_count()
+        return 0 if _hip.unavailable() is not None else _hip.device_count()
     except RuntimeError:
         return 0
 
