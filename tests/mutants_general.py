@@ -61,7 +61,35 @@ MUTANTS = (
 )
 SCENARIOS = {**_CONTRACTS, **GENERAL_SCENARIOS}
 KNOWN_BUGS = {}
-CHECK_MUTANTS = (
+
+# The one decision's rules (_dispatch.decide, fallback_reason), each weakened in turn; relu() and
+# explain() share the function, so each mutant must fail both tests of tests/vgpu/test_decide.py:
+# relu()'s here, explain()'s in mutants_status.py. (rule as test_decide.RULES names it, function, old, new)
+DECISION = (
+    ("kill switch", "fallback_reason", "STATE.current().disabled", "False"),
+    ("not a ROCm device", "fallback_reason", "info is None", "False"),
+    ("arch", "fallback_reason", "info.arch != SUPPORTED_ARCH", "False"),
+    ("dtype", "fallback_reason", "dtype is None", "False"),
+    ("layout", "fallback_reason", "x.stride() != out.stride() or not dense(x)", "False"),
+    ("neg bit", "fallback_reason", "x.is_neg() or out.is_neg()", "False"),
+    ("no memory", "fallback_reason", "not (xp and yp)", "False"),
+    ("misaligned", "fallback_reason", "(xp | yp) % x.element_size()", "0"),
+    ("empty", "decide", "None if n else 'empty tensor'", "None"),
+    ("code objects", "decide", "_objects.unavailable()", "None"),
+    ("hip runtime", "decide", "_hip.unavailable()", "None"),
+    ("rung", "decide", "rung or settings.default_rung", "settings.default_rung"),
+    ("vector width", "decide", "_entry(rung, rung or settings.default_rung, x.dtype, n, xp, yp, info.index, not look)",
+     "_entry(rung, rung or settings.default_rung, x.dtype, n, xp, xp, info.index, not look)"),
+)
+
+
+def decision_mutants(suffix, kill):
+    return tuple(CheckMutant(f"decide-{rule.replace(' ', '-')}{suffix}", f"decide(): the {rule} rule dropped",
+                             "torch-ext/relu_flydsl/_dispatch.py", fn, old, new, ("test_decide", kill, {"rule": rule}))
+                 for rule, fn, old, new in DECISION)
+
+
+CHECK_MUTANTS = decision_mutants("", "test_relu_follows_each_rule") + (
     CheckMutant("overlap-by-storage", "relu(): out in x's storage refused as an overlap on disjoint bytes",
                 "torch-ext/relu_flydsl/_relu.py", "_overlaps", "xa < yb and ya < xb", "True",
                 ("test_general_contracts_cpu", "test_disjoint_views_of_one_storage_are_not_an_overlap",

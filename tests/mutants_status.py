@@ -1,19 +1,20 @@
-"""Mutants of the health check (_status.py: status(), explain()).
+"""Mutants of the health check (_status.py: status(), explain()) and of the decision explain() renders.
 
 MUTANTS: mutation_support.Mutant copies, each killed by a scenario of SCENARIOS (or an older
 scenario table); CHECK_MUTANTS: mutation_support.CheckMutant. See tests/mutation_support.py.
 """
 
 from mutant_types import CheckMutant, Mutant  # noqa: F401  (the kinds this catalogue holds)
+from mutants_general import decision_mutants
 
-_S = "torch-ext/relu_flydsl/_status.py"
+_S, _D = "torch-ext/relu_flydsl/_status.py", "torch-ext/relu_flydsl/_dispatch.py"
 _NO_OBJECTS = ("test_status", "test_a_gfx950_without_usable_code_objects_is_not_served", {})
 _CAPTURE = ("test_explain", "test_explain_inside_a_capture_is_what_relu_does", {})
 
 MUTANTS = ()
 SCENARIOS = {}
 KNOWN_BUGS = {}
-CHECK_MUTANTS = (
+CHECK_MUTANTS = decision_mutants("-explained", "test_explain_says_each_rule") + (  # the decision, through explain()
     # a gfx950 whose code objects are missing: every call falls back, the kernel path is off
     CheckMutant("status-objects-missing-path-on", "status(): a gfx950's kernel path on with no usable code object",
                 _S, "_device_reason", "all(k in objects['broken'] for k in kernels)", "False", _NO_OBJECTS),
@@ -26,13 +27,12 @@ CHECK_MUTANTS = (
     CheckMutant("status-loader-verdicts-forgotten", "status(): code objects re-checked on disk only",
                 _S, "_code_objects", "broken = {_objects.key(*k): why for k, why in STATE.broken.items()}",
                 "broken = {}", ("test_status", "test_the_loaders_verdicts_on_objects_stand", {})),
-    # explain() inside a capture: _dispatch._ready's order (the capture before any load)
-    CheckMutant("explain-capture-unloaded-only", "explain(): the capture asked only when the module is not loaded",
-                _S, "_explain", "_dispatch._capturing(info.stream)", "not loaded and _dispatch._capturing(info.stream)",
+    # explain() inside a capture: _dispatch._ready's questions, asked with look=True (the capture before any load)
+    CheckMutant("explain-capture-unchecked-canary-on", "_ready(look=True): the capture not asked with the canary on",
+                _D, "_ready", "_capturing(info.stream)", "not canary and _capturing(info.stream)", _CAPTURE),
+    CheckMutant("explain-unusable-before-capture", "_ready(look=True): a known unusable object named before the capture",
+                _D, "_ready", "_capturing(info.stream)", "_unusable(vkey[:3]) is None and _capturing(info.stream)",
                 _CAPTURE),
-    CheckMutant("explain-unusable-before-capture", "explain(): a known unusable object named before the capture",
-                _S, "_explain", "_dispatch._capturing(info.stream)",
-                "_unusable(vkey[:3]) is None and _dispatch._capturing(info.stream)", _CAPTURE),
     # relu() asks the general path inside a forward-AD level: explain() must not promise the entry
     CheckMutant("explain-forward-ad-level-ignored", "explain(): the compiled entry promised inside a forward-AD level",
                 _S, "_entry_leaves", "_inputs.FORWARD_AD._current_level >= 0", "False",
@@ -45,12 +45,9 @@ CHECK_MUTANTS = (
     CheckMutant("status-no-entry-cost-dropped", "status(): the Python path's cost not named with the entry off",
                 _S, "_entry", "None if in_use else no_entry_cost()", "None",
                 ("test_status", "test_the_entry_off_names_the_python_paths_cost", {})),
-    # explain(arch=): the general path's decisions for a device of that arch
-    CheckMutant("explain-arch-empty-planned", "explain(arch=): an empty tensor planned as a kernel call",
-                _S, "_explain_on", "reason is None and x.numel() == 0", "False",
-                ("test_explain_arch", "test_explain_for_a_gfx950_is_what_the_virtual_gfx950_runs", {"name": "empty-none"})),
-    CheckMutant("explain-arch-x-alignment-only", "explain(arch=): the vector width planned from x's alignment only",
-                _S, "_explain_on", "_ALIGNED if out is None else _inputs.read_ptr(out)", "_inputs.read_ptr(x)",
+    # explain(arch=): decide()'s read-only pointers (look=True)
+    CheckMutant("explain-arch-x-alignment-only", "decide(look=True): the vector width planned from x's alignment only",
+                _D, "decide", "_ALIGNED if out is None else _inputs.read_ptr(out)", "_inputs.read_ptr(x)",
                 ("test_explain_arch", "test_explain_for_a_gfx950_is_what_the_virtual_gfx950_runs",
                  {"name": "out-offset-2-bytes"})),
     CheckMutant("explain-arch-split-replayed", "explain(arch=): a split launch promised to the compiled entry",

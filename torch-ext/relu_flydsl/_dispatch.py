@@ -3,20 +3,17 @@
     (relu()'s repeated calls are replayed by the compiled entry, _compiled_entry.c: what run()
     decides for a single-launch kernel it hands there with _compiled_entry.add, what it learns of a
     device with _compiled_entry.learn; a call the entry cannot serve comes here.)
-    torch_input(x, out)    an input only torch serves (sparse, nested, subclasses, ...):
-                           counted with its reason, torch's result or error
-    serve(x, out, rung)    relu()'s one call after validation: no ROCm device -> torch's
-                           kernel (no_device), else run() (out None: torch.empty_like(x))
-    run(x, out, rung, bump) x, out validated (same shape, dtype, device)
-      choose path          gfx950 + served dtype + contiguous x and out (or dense, out of
-                           x's strides) + no neg bit + element-aligned memory + code objects
-        |-- kernel         plan (cached per size/alignment/device) -> on first use on a
-        |                  device: module loaded (sha256 checked) and canary -> settings
-        |                  re-read (changed: decide again) -> launch on the tensor's
-        |                  device's current stream -> out's version bumped (bump)
-        `-- fallback       torch.clamp_min(x, 0, out=out): torch.relu's own kernel (bump:
-                           with torch's own version bump, else none)
-      record the path      dispatch_stats()
+    torch_input(x, out)    an input only torch serves (sparse, nested, ...): counted, torch's answer
+    serve(x, out, rung)    relu()'s call after validation: no ROCm device -> torch's kernel
+                           (no_device), else run() (out None: torch.empty_like(x))
+    run(x, out, rung, bump) acts on decide(): the one decision, which explain() renders
+      decide()             fallback_reason (gfx950, served dtype, contiguous or dense x with out
+                           of its strides, no neg bit, memory there and element-aligned), empty,
+                           code objects, HIP runtime, plan (cached per size/alignment/device)
+        |-- kernel         first use on a device: module loaded (sha256 checked), canary ->
+        |                  settings re-read (changed: decide again) -> launch on the tensor's
+        |                  device's current stream -> out's version bumped (bump) -> counted
+        `-- fallback       torch.clamp_min(x, 0, out=out) (bump: torch's own), counted
     bump: the caller's out (relu(x, out=)) is bumped once, as torch's out= ops bump it; a new
     output stays at version 0 (torch.relu's); the torch.library op's out is bumped by torch.library.
 
@@ -26,14 +23,13 @@ All mutable dispatch state lives in _state.STATE; _launch keeps its own per-thre
 argument buffers and launch configs, which decide nothing.
 """
 
+import contextlib
 from typing import NamedTuple, Optional
 
 import torch
 
 from . import _canary, _compiled_entry, _hip, _inputs, _launch, _objects
 from ._state import ENV_CANARY, ENV_DISABLE, ENV_RUNG, STATE
-from ._state import DISABLED as _DISABLED
-from ._state import NO_DEVICE as _NO_DEVICE
 from .flash_relu_rocm import plan
 from .flash_relu_rocm.registry import DTYPES, ELEMENT_BYTES, RUNGS, get_rung
 
@@ -80,10 +76,9 @@ def _arch(index: int) -> str:
 
 
 def device_archs() -> dict:
-    """{index: arch} of the ROCm devices torch sees, asked without launching anything
-    (torch's device count and each device's properties, remembered as device_info
-    remembers them); {} on a torch without ROCm. status() reads it; the virtual-device
-    tests substitute it as they substitute device_info."""
+    """{index: arch} of the ROCm devices torch sees (torch's device count and properties, kept as
+    device_info keeps them; nothing launched); {} on a torch without ROCm. status() reads it; the
+    virtual-device tests substitute it as they substitute device_info."""
     if _HIP_BUILD is None:
         return {}
     return {index: _arch(index) for index in range(torch.cuda.device_count())}
@@ -117,9 +112,9 @@ def fallback_reason(x: torch.Tensor, out: torch.Tensor, info: Optional[DeviceInf
         # result at its input's offset. Mixed strides keep the fallback.
         if x.stride() != out.stride() or not dense(x):
             return "non-contiguous"
-    if x.is_neg() or out.is_neg() or x.is_conj() or out.is_conj():
-        # A lazy negation/conjugation view (torch._neg_view, x.conj().imag):
-        # its memory holds the other sign, so a raw-memory kernel would be wrong.
+    if x.is_neg() or out.is_neg():  # (only complex dtypes, none served, carry the conj bit)
+        # A lazy negation view (torch._neg_view, x.conj().imag): its memory holds
+        # the other sign, so a raw-memory kernel would be wrong.
         return "neg/conj-bit view"
     if x.numel():  # what a launch cannot address: torch's kernel serves it
         xp, yp = _inputs.read_ptr(x), _inputs.read_ptr(out)
@@ -142,6 +137,66 @@ def dense(t) -> bool:
     return True
 
 
+# ---- the decision ------------------------------------------------------------
+FALLBACK, UNAVAILABLE, FIRST_USE, KERNEL = "fallback", "unavailable", "first use", "kernel"
+_ALIGNED = 1 << 20  # a new output's address for explain(): torch's allocators align far beyond 16 bytes
+_new = tuple.__new__
+
+
+class Decision(NamedTuple):
+    """decide()'s answer. path: FALLBACK (torch's kernel, for `reason`), UNAVAILABLE (the same; no
+    code objects or HIP runtime: warned once), FIRST_USE (the kernel once _ready() makes it ready
+    on the device, else _ready()'s reason) or KERNEL. entry: the launch entry (its plan: rung,
+    dtype, vector width, launches) for xp and yp, x's and out's pointers; settings: those read."""
+    path: str
+    reason: Optional[str]
+    settings: object
+    entry: Optional["Entry"] = None
+    xp: int = 0
+    yp: int = 0
+
+
+def decide(x, out, rung, info: Optional[DeviceInfo], look: bool = False, there: bool = False) -> Decision:
+    """What relu(x, out, rung=rung) does on info's device (None: no ROCm device), in this
+    order: fallback_reason (settings re-read first), an empty tensor, the code objects, the HIP
+    runtime, then the plan and whether its kernel is ready. run() acts on it; explain() renders
+    it. look: explain()'s answer, acting on nothing (out None: a new output, planned aligned);
+    there: explain(arch=)'s, info a device of another machine (its HIP runtime, modules and
+    canaries not asked: a repeated call once the kernel is ready there)."""
+    if out is not None and out is not x and info is not None and not there:
+        at = device_info(out)  # the same device as torch.device (relu() checked); asked of device memory too
+        if at is None or at.index != info.index:
+            raise ValueError(f"relu(): out is on device {None if at is None else at.index} but x is on "
+                             f"device {info.index}")
+    # (fallback_reason re-reads the settings first: a change clears the entries)
+    n = x.numel()
+    reason = fallback_reason(x, x if out is None else out, info) or (None if n else "empty tensor")
+    settings = STATE.settings
+    if reason is not None:
+        return Decision(FALLBACK, reason, settings)
+    reason = _objects.unavailable() or (None if there else _hip.unavailable())
+    if reason is not None:
+        return Decision(UNAVAILABLE, reason, settings)
+    if look:  # read-only pointers: a copy-on-write tensor stays one
+        xp, yp = _inputs.read_ptr(x), _ALIGNED if out is None else _inputs.read_ptr(out)
+    else:  # out's pointer first (writing materializes a copy-on-write out, and x with it where they
+        # share one), then x's read-only one: relu reads a copy-on-write x in place, as torch.relu does
+        yp = out.data_ptr()
+        xp = _inputs.read_ptr(x)
+    entry = _entry(rung, rung or settings.default_rung, x.dtype, n, xp, yp, info.index, not look)
+    if entry.function is not None and not there:  # (there: this machine's entries are not asked)
+        return _new(Decision, (KERNEL, None, settings, entry, xp, yp))  # (tuple's own: no Python frame)
+    if there:
+        reason, function = _unusable(entry.vkey[:3]), True
+    elif look:
+        function, reason = _ready(entry.vkey, info, look=True)
+    else:
+        function = None
+    if reason is not None:
+        return Decision(FALLBACK, reason, settings, entry, xp, yp)
+    return Decision(FIRST_USE if function is None else KERNEL, None, settings, entry, xp, yp)
+
+
 # ---- launch entries --------------------------------------------------------
 class Entry:
     """Everything one (rung, dtype, numel, alignment, device) call needs,
@@ -149,7 +204,7 @@ class Entry:
     `function` is set only once the kernel is ready on its device (module
     loaded, canary passed or off): only such entries go to the compiled entry."""
 
-    __slots__ = ("plan", "function", "block", "esize", "grid", "single", "hit", "device", "key")
+    __slots__ = ("plan", "function", "block", "esize", "grid", "single", "hit", "device", "key", "vkey")
 
     def __init__(self, p: plan.Plan, device: int, key):
         self.plan = p
@@ -159,19 +214,20 @@ class Entry:
         self.single = len(p.launches) == 1
         self.grid = p.launches[0].grid if self.single else None
         self.hit = STATE.counter(("flydsl", p.rung, p.dtype)).hit
-        self.device = device
-        self.key = key
+        self.device, self.key, self.vkey = device, key, (p.rung, p.dtype, p.vec, device)  # vkey: the kernel there
 
 
-def _entry(rung, rung_name: str, torch_dtype, numel: int, x_addr: int, y_addr: int, device: int) -> Entry:
-    # keyed by the rung as asked (None: the default), since plans depend on the
-    # size and each pointer's alignment within 16 bytes, functions on the device
+def _entry(rung, rung_name: str, torch_dtype, numel: int, x_addr: int, y_addr: int, device: int, keep=True) -> Entry:
+    # keyed by the rung as asked (None: the default), the size, each pointer's alignment within 16
+    # bytes and the device; no layout: every dense layout with out of x's strides (fallback_reason)
+    # is one flat span of numel elements from data_ptr() to an elementwise kernel
     key = (rung, torch_dtype, numel, x_addr & 15, y_addr & 15, device)
     entry = STATE.entries.get(key)
     if entry is None:
         r = get_rung(rung_name)
         entry = Entry(plan.plan(r, _DTYPE_NAMES[torch_dtype], numel, x_addr, y_addr), device, key)
-        STATE.add_entry(key, entry)
+        if keep:  # (explain() leaves the table as it is)
+            STATE.add_entry(key, entry)
     return entry
 
 
@@ -217,22 +273,16 @@ def _run_canary(function, vkey, stream, current: bool):
         return c.judge()
 
 
-def _ready(vkey, info: DeviceInfo):
-    """(function, None) when kernel vkey = (rung, dtype, vec, device) may
-    launch now, else (None, the fallback reason). On first use on a device:
-    loads its module and, unless disabled, runs its canary, once whatever the
-    threads, and never inside a graph capture. A failed canary is final: that
-    kernel never launches on that device again, whatever RELU_FLYDSL_CANARY
-    says later (its warning promises so)."""
+def _ready(vkey, info: DeviceInfo, look=False):
+    """(function, None) when kernel vkey = (rung, dtype, vec, device) may launch now, else (None,
+    the fallback reason). On first use on a device: loads its module and, unless disabled, runs
+    its canary, once whatever the threads, never inside a graph capture. A failed canary is final:
+    that kernel never launches on that device again, whatever RELU_FLYDSL_CANARY says later (its
+    warning promises so). look: the same questions, acting on none (explain()): (None, None)
+    where the first use is still to come."""
     s = STATE
     canary = s.settings.canary
-    verdict = s.verdicts.get(vkey, _UNJUDGED)
-    if verdict is not None and verdict is not _UNJUDGED:
-        return None, _canary_failed(vkey)
-    function = s.functions.get(vkey)
-    if function is not None and (verdict is None or not canary):
-        return function, None
-    with s.key_lock(("ready",) + vkey):
+    with _NO_LOCK if look else s.key_lock(("ready",) + vkey):
         verdict = s.verdicts.get(vkey, _UNJUDGED)
         if verdict is not None and verdict is not _UNJUDGED:
             return None, _canary_failed(vkey)
@@ -243,6 +293,8 @@ def _ready(vkey, info: DeviceInfo):
             return function, None
         if _capturing(info.stream):
             return None, NOT_VERIFIED if canary else NOT_LOADED  # no module load, no canary inside a capture
+        if look:  # what the load would meet: an object known or found unusable
+            return None, None if function is not None else _unusable(vkey[:3])
         rung, dtype, vec, device = vkey
         try:
             function = _on_device(device, info.current, _objects.function, rung, dtype, vec, device)
@@ -264,6 +316,19 @@ def _ready(vkey, info: DeviceInfo):
 
 
 _UNJUDGED = object()  # no canary verdict yet (a verdict of None means: passed)
+_NO_LOCK = contextlib.nullcontext()
+
+
+def _unusable(kernel) -> Optional[str]:
+    """Why the loader refuses kernel (rung, dtype, vec) on any device, or None, found without
+    loading: its remembered verdict, then the object's check on disk (_objects.function's order)."""
+    why = STATE.broken.get(kernel)
+    if why is None:
+        try:
+            _objects.read_verified(*kernel)
+        except _objects.ObjectError as e:
+            why = str(e)
+    return why
 
 
 # ---- launching ---------------------------------------------------------------
@@ -278,13 +343,11 @@ _CHANGED = object()  # the settings changed between the call's decision and its 
 
 
 def _launch_now(entry: Entry, x_addr: int, y_addr: int, stream: int, settings, written):
-    """The launches of `entry`, with its device current: the HIP error (0: launched), or
-    _CHANGED, launching nothing, when the settings the call decided under are no longer the
-    current ones. They are re-read here, last: what ran since the decision (a module load, a
-    canary, a device switch: ctypes releases the GIL) can run Python that changes them.
-    `written` (the caller's out) gets its version counter bumped once for the writes, as torch's
-    out= and in-place ops bump it, before the caller's device is restored (a failed restore
-    raises with out already written)."""
+    """The launches of `entry`, with its device current: the HIP error (0: launched), or _CHANGED,
+    launching nothing, where the settings the call decided under are no longer current (re-read
+    here, last: a module load, a canary, a device switch since can run Python that changes them).
+    `written` (the caller's out) gets its version bumped once for the writes, as torch's out= ops
+    do, before the caller's device is restored (a failed restore raises with out written)."""
     if STATE.current() is not settings:
         return _CHANGED
     error = _launch.launch_all(entry.function, entry.block, entry.esize, x_addr, y_addr, entry.plan.launches, stream)
@@ -340,10 +403,9 @@ _below_inplace_or_view = torch._C._AutoDispatchBelowADInplaceOrView
 
 
 def no_device(x: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
-    """relu(x, out) validated, device_info(x) None: what run() does there
-    (torch.relu's kernel, the same reason counted), without its other
-    questions, and for out None without allocating first."""
-    STATE.record(_DISABLED if STATE.current().disabled else _NO_DEVICE)  # as fallback_reason: the kill switch first
+    """relu(x, out) validated, device_info(x) None: what run() does there (torch.relu's kernel,
+    fallback_reason counted), without allocating first for out None."""
+    STATE.record(("fallback", fallback_reason(x, out, None)))
     if out is None:
         return torch.relu(x)
     torch.clamp_min(x, 0, out=out)
@@ -376,50 +438,25 @@ def serve(x: torch.Tensor, out: Optional[torch.Tensor], rung: Optional[str]) -> 
 _NO_INFO = object()  # "device_info not asked yet" (None means: not a ROCm device)
 
 
-def _teach(info: DeviceInfo):
-    """Tell the compiled entry what device_info found (a gfx950 needs the HIP runtime bound)."""
-    if info.arch != SUPPORTED_ARCH or _hip.unavailable() is None:
-        _compiled_entry.learn(info, _ARCH_REASON.format(info.arch))
-
-
 def run(x: torch.Tensor, out: torch.Tensor, rung: Optional[str], info=_NO_INFO, bump: bool = False) -> torch.Tensor:
-    """relu(x, out) validated, on the kernel or torch's fallback. bump: out is the caller's, and
-    its version counter goes up once for the write, as torch's out= and in-place ops do (on the
-    fallback, torch's own bump); else it is left as it was (a new output; the op's out, which
-    torch.library's mutation bumps)."""
+    """relu(x, out) validated, on the kernel or torch's fallback, as decide() says. bump: out is
+    the caller's, and its version counter goes up once for the write, as torch's out= and
+    in-place ops do (on the fallback, torch's own bump); else it is left as it was (a new
+    output; the op's out, which torch.library's mutation bumps)."""
     if info is _NO_INFO:
         info = device_info(x)
-    if out is not x and info is not None:
-        there = device_info(out)  # the same device as torch.device (relu() checked); asked of device memory too
-        if there is None or there.index != info.index:
-            raise ValueError(f"relu(): out is on device {None if there is None else there.index} but x is on "
-                             f"device {info.index}")
     for _ in range(_DECISIONS):
-        reason = fallback_reason(x, out, info)  # (settings re-read first: a change clears what the entry knew)
-        settings = STATE.settings  # what this decision read; _launch_now compares it again
-        if info is not None and STATE.replay is not None and (x.is_cuda or _compiled_entry.presented):
-            _teach(info)  # a tensor the compiled entry takes for device memory too
-        if reason is None and x.numel() == 0:
-            reason = "empty tensor"
-        if reason is None:
-            reason = _objects.unavailable() or _hip.unavailable()
-            if reason is not None:
+        path, reason, settings, entry, xp, yp = decide(x, out, rung, info)
+        if info is not None and STATE.replay is not None and (x.is_cuda or _compiled_entry.presented) and (
+                info.arch != SUPPORTED_ARCH or _hip.unavailable() is None):  # (a gfx950: the HIP runtime bound)
+            _compiled_entry.learn(info, _ARCH_REASON.format(info.arch))  # what device_info found, for the entry
+        if path != KERNEL:
+            if path == FIRST_USE:  # module load and canary on this device, or why not
+                entry.function, reason = _ready(entry.vkey, info)
+            elif path == UNAVAILABLE:
                 STATE.warn_once(("unavailable", reason), reason)
-        if reason is not None:
-            break
-        # out's pointer first (writing materializes a copy-on-write out, and x with it where they
-        # share one), then x's read-only one: relu reads a copy-on-write x in place, as torch.relu does
-        yp = out.data_ptr()
-        xp = _inputs.read_ptr(x)
-        # Entries hold no layout: relu is elementwise, so every dense layout with out of x's
-        # strides (fallback_reason) is one flat span of numel elements from data_ptr(), and a
-        # plan depends only on the size, the two alignments and the device.
-        entry = _entry(rung, rung or settings.default_rung, x.dtype, x.numel(), xp, yp, info.index)
-        if entry.function is None:
-            p = entry.plan
-            entry.function, reason = _ready((p.rung, p.dtype, p.vec, info.index), info)
-        if reason is not None:
-            break
+            if reason is not None:
+                break
         if not _launch_entry(entry, xp, yp, info, settings, out if bump else None):
             continue  # the settings changed before the launch: decide again under the new ones
         if entry.single and STATE.replay is not None:  # replayed by the compiled entry from now on
@@ -441,20 +478,16 @@ def _warmup_devices(devices):
     HIP device; () where no HIP runtime is loaded (objects checked only)."""
     if devices is not None:
         return devices
-    if _hip.unavailable() is not None:
-        return ()
     try:
-        return (_hip.get_device(),)
+        return () if _hip.unavailable() is not None else (_hip.get_device(),)
     except (OSError, RuntimeError, AttributeError):
         return ()
 
 
 def _device_count() -> int:
     """GPUs the HIP runtime in this process has (0 without one)."""
-    if _hip.unavailable() is not None:
-        return 0
     try:
-        return _hip.device_count()
+        return 0 if _hip.unavailable() is not None else _hip.device_count()
     except RuntimeError:
         return 0
 
@@ -508,11 +541,6 @@ class WarmupResult:
         return "\n".join(lines) or "nothing asked"
 
 
-def _no_device_reason() -> str:
-    why = _hip.unavailable()
-    return f"no device to warm up ({why})" if why else "no device to warm up (the HIP runtime reports no current device)"
-
-
 def warmup(dtypes=DTYPES, rungs=None, vecs=None, devices=None) -> WarmupResult:
     """Make kernels ready ahead of the first call (see docs/serving.md's cold
     start): each code object checked against its sha256, its module loaded on
@@ -562,18 +590,19 @@ def warmup(dtypes=DTYPES, rungs=None, vecs=None, devices=None) -> WarmupResult:
                 kernels.append((r.name, dtype, vec))
     targets = _warmup_devices(devices)
     if not targets and kernels:
-        why = _no_device_reason()
+        why = f"no device to warm up ({_hip.unavailable() or 'the HIP runtime reports no current device'})"
         for rung_name, dtype, vec in kernels:
             not_ready[(rung_name, dtype, vec, None)] = why
         STATE.warn_once(("warmup", why), f"warmup(): nothing is ready: {why}", fallback=False)
     ready, archs = [], {}
     for device in targets:
-        arch, why = _device_arch(device, kernels)
-        archs[device] = arch
+        info, why = _device_info(device, kernels)
+        archs[device] = info and info.arch
         if why is not None:
             STATE.warn_once(("warmup", device, why), f"warmup(): nothing is ready on device {device}: {why}")
         for rung_name, dtype, vec in kernels:
-            reason = why or _warm_on(get_rung(rung_name), dtype, vec, device)
+            STATE.current()  # as a first call reads the settings; a failed canary warns in _ready
+            reason = why or _ready((rung_name, dtype, vec, device), info)[1]
             if reason is None:
                 ready.append((rung_name, dtype, vec, device))
             else:
@@ -589,42 +618,22 @@ def _warned_there(reason: str, kernel) -> bool:
     return reason.startswith("canary failed ") or STATE.broken.get(kernel) == reason
 
 
-def _probe_info(device: int, rung, dtype: str, vec: int):
-    """device_info for `device`, asked of a canary-sized buffer there (the one question the
-    virtual device answers for its own memory, as for a real device's)."""
-    c = _canary.Canary(rung, dtype, vec)
-    with _canary.device_memory(c.total, device) as buffer:
-        c.load(buffer)
-        return device_info(c.views()[0])  # the device's arch, current stream, whether it is current
-
-
-def _device_arch(device: int, kernels):
-    """(arch or None, None when kernels can be made ready on `device`, else why not)."""
+def _device_info(device: int, kernels):
+    """(device_info for `device` or None, None when kernels can be made ready there, else why not),
+    asked of a canary-sized buffer there (what the virtual device answers for its own memory too)."""
     why = _hip.unavailable()
-    if why is not None:
+    if why is not None or not kernels:
         return None, why
-    if not kernels:
-        return None, None
-    rung_name, dtype, vec = kernels[0]
+    c = _canary.Canary(get_rung(kernels[0][0]), *kernels[0][1:])
     try:
-        info = _probe_info(device, get_rung(rung_name), dtype, vec)
+        with _canary.device_memory(c.total, device) as buffer:
+            c.load(buffer)
+            info = device_info(c.views()[0])
     except Exception as e:  # noqa: BLE001 - e.g. a torch without ROCm: stated, not raised
         return None, f"no memory on device {device} ({type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]})"
     if info is None:
         return None, "not a ROCm device"
-    if info.arch != SUPPORTED_ARCH:
-        return info.arch, _ARCH_REASON.format(info.arch)
-    return info.arch, None
-
-
-def _warm_on(rung, dtype: str, vec: int, device: int):
-    """Make (rung, dtype, vec) ready on `device` as a first call would: None when it is, else why not."""
-    info = _probe_info(device, rung, dtype, vec)
-    if info is None or info.arch != SUPPORTED_ARCH:
-        return "not a ROCm device" if info is None else _ARCH_REASON.format(info.arch)
-    STATE.current()
-    function, reason = _ready((rung.name, dtype, vec, device), info)  # a failed canary warns there
-    return reason if function is None else None
+    return info, _ARCH_REASON.format(info.arch) if info.arch != SUPPORTED_ARCH else None
 
 
 __all__ = ["DeviceInfo", "ENV_CANARY", "ENV_DISABLE", "ENV_RUNG", "dispatch_stats", "reset_dispatch_stats", "run",

@@ -18,11 +18,10 @@ import torch
 
 from . import _compiled_entry, _dispatch, _hip, _inputs, _objects, _relu
 from ._claims import NO_ENTRY_COST
-from ._state import DISABLED, ENV_CANARY, ENV_DISABLE, ENV_ENTRY, ENV_RUNG, NO_DEVICE, OFF, SETTINGS, STATE
+from ._state import DISABLED, ENV_CANARY, ENV_DISABLE, ENV_ENTRY, ENV_RUNG, OFF, SETTINGS, STATE
 from ._state import Settings, env_raw
 from ._version import __version__
-from .flash_relu_rocm import plan
-from .flash_relu_rocm.registry import RUNGS, get_rung
+from .flash_relu_rocm.registry import RUNGS
 
 SUPPORTED_ARCH = _dispatch.SUPPORTED_ARCH
 _UNJUDGED = _dispatch._UNJUDGED  # no canary verdict yet (None means: passed)
@@ -251,7 +250,6 @@ def problems(st: dict) -> list:
 
 
 # ---- explain() -------------------------------------------------------------------------------
-_ALIGNED = 1 << 20  # a new output's address for planning: torch's allocators align far beyond 16 bytes
 _ARCH_NAME = re.compile(r"gfx[0-9]{2,4}[0-9a-f]?")  # an AMD GPU arch as gcnArchName names it (gfx90a, gfx950, gfx1100)
 
 
@@ -301,116 +299,61 @@ def explain(x, out=None, *, rung=None, arch=None) -> str:
     said = _explain(x, out, rung, arch)
     if arch is None:
         return said
-    index = x.get_device() if isinstance(x, torch.Tensor) and x.is_cuda else 0
-    return (f"{said}\nfor: a {arch} (device {index}), asked with arch=: a repeated call there once its kernel is "
+    return (f"{said}\nfor: a {arch} (device {_index(x)}), asked with arch=: a repeated call there once its kernel is "
             "ready (this machine's devices are not asked)")
 
 
 def _explain(x, out, rung, arch) -> str:
+    """_dispatch.decide()'s answer for relu(x, out, rung=rung), rendered."""
     try:
         if _relu._check(x, out, rung, False):
             why = _inputs.why_torch(x, out) or "torch input"
             return _say("torch's relu (torch's own result or error)", why, None, f"fallback/{why}")
+        if arch is None:
+            info = _dispatch.device_info(x)
+        else:  # a hypothetical device: its stream is never asked; no memory on any device for meta
+            info = None if x.is_meta else _dispatch.DeviceInfo(arch, 0, True, _index(x))
+        d = _dispatch.decide(x, out, rung, info, look=True, there=arch is not None)
     except (TypeError, ValueError, RuntimeError) as e:
         return _say(f"raises {type(e).__name__}", str(e), None, "nothing (the call fails before any path)")
+    if d.reason is not None:
+        return _say("torch fallback", _more(d), None, f"fallback/{d.reason}")
+    p, vkey, counted = d.entry.plan, d.entry.vkey, f"flydsl/{d.entry.plan.rung}/{d.entry.plan.dtype}"
     autograd = out is None and x.requires_grad and torch.is_grad_enabled()  # through the op, a new output
+    why = _entry_leaves(x, out, rung, d.entry.single, autograd)
     if arch is not None:
-        return _explain_on(arch, x, out, rung, autograd)
-    info = _dispatch.device_info(x)
-    if info is None:
-        key = DISABLED if STATE.current().disabled else NO_DEVICE
-        return _say("torch fallback", key[1], None, "/".join(key))
-    if out is not None and out is not x:
-        there = _dispatch.device_info(out)
-        if there is None or there.index != info.index:
-            return _say("raises ValueError", f"relu(): out is on device {None if there is None else there.index} "
-                        f"but x is on device {info.index}", None, "nothing (the call fails before any path)")
-    # out None: a new tensor of x's strides where x is dense, else contiguous: the same answers as x
-    reason = _dispatch.fallback_reason(x, x if out is None else out, info)
-    if reason is None and x.numel() == 0:
-        reason = "empty tensor"
-    if reason is None:
-        reason = _objects.unavailable() or _hip.unavailable()
-    if reason is not None:
-        return _say("torch fallback", reason, None, f"fallback/{reason}")
-    xp = _inputs.read_ptr(x)  # explain() only reads: a copy-on-write tensor stays one
-    yp = _ALIGNED if out is None else _inputs.read_ptr(out)
-    p = plan.plan(get_rung(rung or STATE.settings.default_rung), _dispatch._DTYPE_NAMES[x.dtype], x.numel(), xp, yp)
-    vkey = (p.rung, p.dtype, p.vec, info.index)
-    counted = f"flydsl/{p.rung}/{p.dtype}"
+        first = ("the first call of this size, alignment and device takes the general path, which loads the module "
+                 "(sha256 checked) and runs the canary there before its launch")
+        return _say(_ROUTE[why is None], f"{why or 'the compiled entry replays a ready entry'}; {first}",
+                    _kernel(p, f"on a {arch} (device {info.index}), torch's current stream"), counted)
     kernel = _kernel(p, f"on device {info.index}, stream {info.stream:#x}")
-    # _dispatch._ready's questions, in its order: a failed canary, a ready function, a capture,
-    # then the loader's (a remembered unusable object, the object on disk)
-    verdict = STATE.verdicts.get(vkey, _UNJUDGED)
-    if verdict is not None and verdict is not _UNJUDGED:
-        failed = _dispatch._canary_failed(vkey)
-        return _say("torch fallback", f"{failed}: {verdict} (final for this process)", None, f"fallback/{failed}")
-    loaded = vkey in STATE.functions
-    if loaded and (verdict is None or not STATE.settings.canary):
-        checked = "its canary passed" if verdict is None else f"loaded, canary off ({ENV_CANARY})"
-        entry = STATE.entries.get((rung, x.dtype, x.numel(), xp & 15, yp & 15, info.index))
-        why = _entry_leaves(x, out, rung, len(p.launches) == 1, autograd)
-        if why is None and (entry is None or entry.function is None or not _compiled_entry.replays(entry, rung)):
-            why = "the first call of this size, alignment and device; the compiled entry replays it after"
-        if why is None:
-            return _say("kernel, compiled entry", f"a ready entry for this size, alignment and device ({checked})",
-                        kernel, counted)
-        return _say("kernel, general path", f"{why} ({checked})", kernel, counted)
-    if _dispatch._capturing(info.stream):
-        why = _dispatch.NOT_VERIFIED if STATE.settings.canary else _dispatch.NOT_LOADED
-        return _say("torch fallback", f"{why}: a graph capture is in progress on this stream", None, f"fallback/{why}")
-    if not loaded:
-        unusable = _unusable(vkey[:3])
-        if unusable is not None:
-            return _say("torch fallback", unusable, None, f"fallback/{unusable}")
-    steps = ("module loaded (sha256 checked), " if not loaded else "") + (
-        "canary run on this device" if STATE.settings.canary else f"no canary ({ENV_CANARY} off)")
-    return _say("kernel after first use", f"first use on device {info.index}: {steps}; a failed canary gives the "
-                f"torch fallback instead (fallback/{_dispatch._canary_failed(vkey)})", kernel, counted)
+    if d.path == _dispatch.FIRST_USE:
+        steps = ("module loaded (sha256 checked), " if vkey not in STATE.functions else "") + (
+            "canary run on this device" if STATE.settings.canary else f"no canary ({ENV_CANARY} off)")
+        return _say("kernel after first use", f"first use on device {info.index}: {steps}; a failed canary gives the "
+                    f"torch fallback instead (fallback/{_dispatch._canary_failed(vkey)})", kernel, counted)
+    checked = "its canary passed" if STATE.verdicts.get(vkey, _UNJUDGED) is None else f"loaded, canary off ({ENV_CANARY})"
+    if why is None and (d.entry.function is None or not _compiled_entry.replays(d.entry, rung)):
+        why = "the first call of this size, alignment and device; the compiled entry replays it after"
+    return _say(_ROUTE[why is None], f"{why or 'a ready entry for this size, alignment and device'} ({checked})",
+                kernel, counted)
 
 
-def _explain_on(arch, x, out, rung, autograd) -> str:
-    """explain(x, out, rung=rung, arch=arch): the general path's decision for a device of `arch`
-    (the same functions, given that device's description), and the route of a repeated call."""
-    if x.is_meta:  # no memory on any device: device_info finds none there either
-        key = DISABLED if STATE.current().disabled else NO_DEVICE
-        return _say("torch fallback", key[1], None, "/".join(key))
-    index = x.get_device() if x.is_cuda else 0
-    info = _dispatch.DeviceInfo(arch, 0, True, index)  # a hypothetical device: its stream is never asked
-    reason = _dispatch.fallback_reason(x, x if out is None else out, info)
-    if reason is None and x.numel() == 0:
-        reason = "empty tensor"
-    if reason is None:
-        reason = _objects.unavailable()  # (a ROCm torch there has its HIP runtime loaded)
-    p = None
-    if reason is None:
-        rung_name = rung or STATE.settings.default_rung
-        p = plan.plan(get_rung(rung_name), _dispatch._DTYPE_NAMES[x.dtype], x.numel(), _inputs.read_ptr(x),
-                      _ALIGNED if out is None else _inputs.read_ptr(out))
-        reason = _unusable((p.rung, p.dtype, p.vec))
-    if reason is not None:
-        return _say("torch fallback", reason, None, f"fallback/{reason}")
-    kernel = _kernel(p, f"on a {arch} (device {index}), torch's current stream")
-    first = ("the first call of this size, alignment and device takes the general path, which loads the module "
-             "(sha256 checked) and runs the canary there before its launch")
-    why = _entry_leaves(x, out, rung, len(p.launches) == 1, autograd)
-    if why is None:
-        return _say("kernel, compiled entry", f"the compiled entry replays a ready entry; {first}", kernel,
-                    f"flydsl/{p.rung}/{p.dtype}")
-    return _say("kernel, general path", f"{why}; {first}", kernel, f"flydsl/{p.rung}/{p.dtype}")
+_ROUTE = {True: "kernel, compiled entry", False: "kernel, general path"}
 
 
-def _unusable(kernel) -> Optional[str]:
-    """Why the loader refuses kernel (rung, dtype, vec) on any device, or None: its remembered
-    verdict first, then the object's check on disk (_objects.function's order)."""
-    why = STATE.broken.get(kernel)
-    if why is not None:
-        return why
-    try:
-        _objects.read_verified(*kernel)
-    except _objects.ObjectError as e:
-        return str(e)
-    return None
+def _index(x) -> int:
+    return x.get_device() if isinstance(x, torch.Tensor) and x.is_cuda else 0
+
+
+def _more(d) -> str:
+    """A fallback's reason, with what the kernel's own state on the device adds to it."""
+    vkey = d.entry and d.entry.vkey
+    if vkey and d.reason == _dispatch._canary_failed(vkey):
+        return f"{d.reason}: {STATE.verdicts.get(vkey)} (final for this process)"
+    if d.reason in (_dispatch.NOT_VERIFIED, _dispatch.NOT_LOADED):
+        return f"{d.reason}: a graph capture is in progress on this stream"
+    return d.reason
 
 
 def _entry_takes_layout(x, out) -> bool:
