@@ -3,9 +3,11 @@ ways a kernel passed an output check and was still wrong, an off-by-one
 predicate, and dispatch, launch, code-object, planner and fast-path edits
 (mutation_support.DISPATCH_MUTANTS). Each mutant is a patched copy of the
 package (kernel mutants with their code objects rebuilt from the patched
-source) run through its public relu() on the virtual gfx950: kernel mutants
-under the vgpu suites' checks, the others against test_hot_path's scenarios
-(the first that fails catches it). The unmutated copy must pass them all.
+source, C mutants with their entry built at mutation_support.ENTRY_OPT) run
+through its public relu() on the virtual gfx950: kernel mutants under the vgpu
+suites' checks until a case fails with the checks EXPECTED_CATCHERS names, the
+others against test_hot_path's scenarios (the first that fails catches it). The
+unmutated copy (its entry built as the C mutants') must pass every case.
 The catch count is printed in the terminal summary. The first-use canary
 (RELU_FLYDSL_CANARY) is off in the copies: this measures the suite, not the
 canary. Check mutants (mutation_support.CHECK_MUTANTS) weaken one check of the
