@@ -42,18 +42,10 @@ def mutant_root(tmp_path_factory, request):
 
 # ---- virtual gfx950 device (tools/vgpu) ------------------------------------
 def _vgpu_unavailable():
-    """Why the virtual device cannot run here, or None."""
-    from vgpu.build import find_cc
+    """Why the virtual device cannot run here, or None: the hardware suite's answer, one place."""
+    import hardware_vgpu
 
-    if find_cc() is None:
-        return "no C compiler (gcc/cc/clang): cannot build the stand-in libamdhip64.so.7"
-    try:
-        import toolchain
-
-        toolchain.find_tool("llvm-objdump")
-    except FileNotFoundError as e:
-        return f"LLVM 22 tools missing ({e})"
-    return None
+    return hardware_vgpu.unavailable()
 
 
 def shipped_objects_problem():

@@ -20,8 +20,10 @@ run loudly instead of testing unmutated code.
 """
 
 import ast
+import functools
 import importlib
 import inspect
+import os
 import re
 import shutil
 import sys
@@ -47,6 +49,12 @@ PACKAGE = ROOT / "torch-ext" / "relu_flydsl"
 # that function (once unless said), and the function must exist, or the run fails.
 def _dump(node) -> str:
     return ast.dump(node, annotate_fields=True, include_attributes=False)
+
+
+@functools.lru_cache(maxsize=8)
+def parse(text: str):
+    """ast.parse, once per text: many mutants patch the same file (the trees are only read)."""
+    return ast.parse(text)
 
 
 def _is_expr(snippet: str) -> bool:
@@ -89,19 +97,19 @@ def _matches(func, snippet: str, stmts: bool = False):
     """[(first node, last node)] of every place `snippet` occurs inside func."""
     kind, pat = _pattern(snippet, stmts)
     found = []
-    if kind == "expr":
+    if kind == "expr":  # a node of another type is never dumped (most of a function's nodes)
         want = _dump(pat)
-        found = [(n, n) for n in ast.walk(func) if isinstance(n, ast.expr) and _dump(n) == want]
+        found = [(n, n) for n in ast.walk(func) if type(n) is type(pat) and _dump(n) == want]
     else:
-        want = [_dump(p) for p in pat]
+        want, types = [_dump(p) for p in pat], [type(p) for p in pat]
         for n in ast.walk(func):
             for field in ("body", "orelse", "finalbody"):
                 body = getattr(n, field, None)
                 if not isinstance(body, list) or not body or not isinstance(body[0], ast.stmt):
                     continue
-                dumps = [_dump(s) for s in body]
                 for i in range(len(body) - len(want) + 1):
-                    if dumps[i:i + len(want)] == want:
+                    run = body[i:i + len(want)]
+                    if [type(s) for s in run] == types and [_dump(s) for s in run] == want:
                         found.append((body[i], body[i + len(want) - 1]))
     return found
 
@@ -114,8 +122,7 @@ def ast_patch(text: str, qualname: str, old: str, new: str, where: str = "", cou
     """`text` with the `count` occurrences of `old` inside `qualname` replaced by
     `new` (a statement replacement is re-indented to the statement's column;
     an expression replacement is parenthesized)."""
-    tree = ast.parse(text)
-    func = find_function(tree, qualname)
+    func = find_function(parse(text), qualname)
     found = _matches(func, old, stmts=not _is_expr(new))
     if len(found) != count:
         raise AssertionError(f"mutation patch for {where or qualname} matches {len(found)} times in {qualname} "
@@ -132,7 +139,7 @@ def ast_patch(text: str, qualname: str, old: str, new: str, where: str = "", cou
         else:
             replacement = f"({new})"
         changed = changed[:start] + replacement + changed[end:]
-    ast.parse(changed)  # the mutant is still Python
+    parse(changed)  # the mutant is still Python
     assert changed != text
     return changed
 
@@ -416,10 +423,14 @@ assert len(BY_NAME) == len(ALL_MUTANTS) + 1, "mutant names must be unique"
 TEXT_ANCHORED = [m.name for m in ALL_MUTANTS if any(len(p) < 4 for p in m.patches)]  # no qualname: refused
 
 
+def _tag(mutant: Mutant, prefix: str = "") -> str:
+    return prefix + re.sub(r"\W", "_", mutant.name)
+
+
 def make_copy(mutant: Mutant, root: Path, build_entry: bool = True) -> str:
     """Write the patched copy under `root` as package relu_flydsl_mut_<name>; return its name.
     build_entry=False leaves a C mutant's binary unbuilt (for a look at the patched source only)."""
-    tag = re.sub(r"\W", "_", mutant.name)
+    tag = _tag(mutant)
     name = f"relu_flydsl_mut_{tag}"
     dst = root / name
     if dst.exists():
@@ -437,10 +448,45 @@ def make_copy(mutant: Mutant, root: Path, build_entry: bool = True) -> str:
         (dst / "metadata.json").write_text(f'{{"version": {version}}}\n')
     for patch in mutant.patches:
         apply_patch(dst / patch[0], patch)
-    if build_entry and any(patch[0].endswith(".c") for patch in mutant.patches):  # the copy loads its own binary
-        from flash_relu_rocm import build
+    if build_entry and _own_entry(mutant):
+        build_copy_entry(dst)
+    return name
 
+
+# A copy that loads its own compiled entry builds it at ENTRY_OPT, not the shipped -O2: what
+# is judged is its behaviour, and gcc's optimizer was most of a C mutant's time. The unmutated
+# copy is built so too, so its passing run vouches for that build (the suite runs the shipped one).
+ENTRY_OPT = "-O0"
+
+
+def _own_entry(mutant: Mutant) -> bool:
+    return mutant is UNMUTATED or any(patch[0].endswith(".c") for patch in mutant.patches)
+
+
+def build_copy_entry(dst: Path):
+    from unittest import mock
+
+    from flash_relu_rocm import build
+
+    flags = tuple(ENTRY_OPT if f == "-O2" else f for f in build.ENTRY_FLAGS)
+    assert flags != build.ENTRY_FLAGS, f"no -O2 in the entry's flags {build.ENTRY_FLAGS}"
+    with mock.patch.object(build, "ENTRY_FLAGS", flags):
         build.update_entry(dst / "code_objects", dst / "_compiled_entry.c", strict=False)
+
+
+_made = {}  # (root, mutant name) -> whether its compiled entry is built
+
+
+def copy_of(mutant: Mutant, root: Path, build_entry: bool = True) -> str:
+    """make_copy once per mutant and root: the patch check looks at the copy the run imports."""
+    key = (str(root), mutant.name)
+    if key not in _made:
+        make_copy(mutant, root, build_entry=False)
+        _made[key] = False
+    name = _tag(mutant, "relu_flydsl_mut_")
+    if build_entry and not _made[key] and _own_entry(mutant):
+        build_copy_entry(root / name)
+    _made[key] = _made[key] or build_entry
     return name
 
 
@@ -474,7 +520,7 @@ def rebuild_objects(pkg, rungs, dtypes=("float32", "bfloat16")):
 def import_copy(mutant: Mutant, root: Path):
     """The patched copy as an imported package (root goes first on sys.path),
     its code objects rebuilt where the mutant patches a kernel."""
-    name = make_copy(mutant, root)
+    name = copy_of(mutant, root)
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
     for mod in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
@@ -579,7 +625,9 @@ class Result:
         return f"{self.mutant.name}: {len(self.failing)}/{self.cases} cases, by {checks}"
 
 
-def run_mutant(dev, pkg, mutant: Mutant) -> Result:
+def run_mutant(dev, pkg, mutant: Mutant, want=frozenset()) -> Result:
+    """cases() against the copy until one fails and the checks in `want` have all fired
+    (a mutant needs only the cases that show it caught as expected); every case when none fails."""
     failing = {}
     n_cases = 0
     for rung, model, dtype, n in cases():
@@ -587,6 +635,8 @@ def run_mutant(dev, pkg, mutant: Mutant) -> Result:
         n_cases += 1
         if fired:
             failing[f"{rung}-{model}-{str(dtype)[6:]}-{n}"] = fired
+            if set(want) <= {check for f in failing.values() for check in f}:
+                break
     return Result(mutant, n_cases, failing)
 
 
@@ -653,12 +703,17 @@ def run_scenarios(dev, pkg, mutant: Mutant, names, first_only=True) -> Result:
 
 
 # ---- check mutants: weakened checks, run in this process --------------------
+@functools.lru_cache(maxsize=None)
+def _real(f: str) -> str:  # every check mutant looks through all of sys.modules' files
+    return os.path.realpath(f)
+
+
 def _modules_of(path: Path):
-    path = path.resolve()
+    path = _real(str(path))
     mods = []
     for m in list(sys.modules.values()):
         f = getattr(m, "__file__", None)
-        if f and f.endswith(".py") and Path(f).resolve() == path:
+        if f and f.endswith(".py") and _real(f) == path:
             mods.append(m)
     return mods
 
@@ -730,7 +785,6 @@ def run_in_child(cm: CheckMutant, mutate: bool, timeout: int = 600):
     (failed, what it said). A crash there (a signal, as damaged native code gives) is a
     failure of the kill test, reported with the child's last lines, and never takes this
     process with it."""
-    import os
     import subprocess
 
     tests = Path(__file__).resolve().parent

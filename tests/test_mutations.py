@@ -3,9 +3,11 @@ ways a kernel passed an output check and was still wrong, an off-by-one
 predicate, and dispatch, launch, code-object, planner and fast-path edits
 (mutation_support.DISPATCH_MUTANTS). Each mutant is a patched copy of the
 package (kernel mutants with their code objects rebuilt from the patched
-source) run through its public relu() on the virtual gfx950: kernel mutants
-under the vgpu suites' checks, the others against test_hot_path's scenarios
-(the first that fails catches it). The unmutated copy must pass them all.
+source, C mutants with their entry built at mutation_support.ENTRY_OPT) run
+through its public relu() on the virtual gfx950: kernel mutants under the vgpu
+suites' checks until a case fails with the checks EXPECTED_CATCHERS names, the
+others against test_hot_path's scenarios (the first that fails catches it). The
+unmutated copy (its entry built as the C mutants') must pass every case.
 The catch count is printed in the terminal summary. The first-use canary
 (RELU_FLYDSL_CANARY) is off in the copies: this measures the suite, not the
 canary. Check mutants (mutation_support.CHECK_MUTANTS) weaken one check of the
@@ -42,7 +44,7 @@ def _result(vgpu, monkeypatch, root, name):
         if mutant.kill:
             _results[name] = M.run_scenarios(vgpu, pkg, mutant, mutant.kill)
         else:
-            _results[name] = M.run_mutant(vgpu, pkg, mutant)
+            _results[name] = M.run_mutant(vgpu, pkg, mutant, EXPECTED_CATCHERS.get(name, ()))
             if mutant is M.UNMUTATED:  # and every scenario but the known bugs' (expected to fail)
                 scenarios = [s for s in M.scenarios() if s not in M.known_bugs()]
                 _results["unmutated-scenarios"] = M.run_scenarios(vgpu, pkg, mutant, scenarios, first_only=False)
@@ -56,7 +58,7 @@ def test_patches_change_the_copy_not_the_tree(mutant_root):
     before = {p: p.read_bytes() for p in tree}
     assert not M.TEXT_ANCHORED, f"text-anchored mutants: {M.TEXT_ANCHORED}"
     for mutant in M.ALL_MUTANTS:
-        name = M.make_copy(mutant, mutant_root, build_entry=False)  # the source is what is looked at here
+        name = M.copy_of(mutant, mutant_root, build_entry=False)  # the copy the run imports; unbuilt if not yet
         for rel, qualname, *_ in mutant.patches:
             if rel.endswith(".c"):  # the compiled entry: the function's text changed
                 src, copy = (M.PACKAGE / rel).read_text(), (mutant_root / name / rel).read_text()
@@ -90,14 +92,14 @@ def test_patches_survive_reformatting():
     patches += [(M.ROOT / c.file, (c.qualname, c.old, c.new)) for c in M.CHECK_MUTANTS]
     @functools.lru_cache(maxsize=None)
     def reformat(text):
-        return ast.unparse(ast.parse(text)).replace("\n    ", "\n\n    # moved\n    ")
+        return ast.unparse(M.parse(text)).replace("\n    ", "\n\n    # moved\n    ")
 
-    for path, (qualname, old, new, *count) in patches:
+    for path, (qualname, old, new, *count) in sorted(patches, key=lambda p: str(p[0])):  # a file's parse reused
         text = path.read_text()
         assert reformat(text) != text
         patched = M.ast_patch(text, qualname, old, new, str(path), *count)
         patched_reformatted = M.ast_patch(reformat(text), qualname, old, new, str(path), *count)
-        assert M._dump(ast.parse(reformat(patched))) == M._dump(ast.parse(patched_reformatted)), \
+        assert M._dump(ast.parse(reformat(patched))) == M._dump(M.parse(patched_reformatted)), \
             (path.name, qualname, old)
 
 
