@@ -9,7 +9,8 @@
 #           benchmarks and the tools/ modules from the checkout of what it runs; why
 #           not an editable install: pyproject.toml). The user's own Python environment
 #           is never modified: everything goes into .venv (git-ignored).
-# PYTHON=/path/to/python3 picks the base interpreter (default: python3 on PATH).
+# PYTHON=/path/to/python3 picks the base interpreter (default: the one .venv was made from, else
+# python3 on PATH).
 #
 # A ROCm machine keeps its own torch: when the base interpreter has a ROCm build of
 # torch, .venv gets a .pth file naming the site-packages folder that holds it
@@ -22,6 +23,12 @@ cd "$(dirname "$0")/.."
 VENV=.venv
 VPY=$VENV/bin/python
 BASE=${PYTHON:-python3}
+# PYTHON unset: the interpreter .venv was made from, while it is there, so that one
+# `PYTHON=/usr/bin/python3 bash tools/setup.sh` holds for every later run (test.sh, main.sh).
+if [ -z "${PYTHON:-}" ] && [ -f "$VENV/.relu-flydsl-setup" ]; then
+  kept=$(sed -n 's/^setup-v2 base=\([^ ]*\) .*/\1/p' "$VENV/.relu-flydsl-setup")
+  if [ -n "$kept" ] && [ -x "$kept" ]; then BASE=$kept; fi
+fi
 
 # Each step prints what it does and, when done, how long it took since the set-up began.
 START=$SECONDS

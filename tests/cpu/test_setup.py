@@ -80,21 +80,23 @@ echo "torch 0, flydsl 0, kernels 0"
 """
 
 
-def _run_setup(tmp_path, tty):
+def _run_setup(tmp_path, tty, python=True):
     import os
     import pty
 
     repo = tmp_path / "repo"
-    (repo / "tools").mkdir(parents=True)
+    (repo / "tools").mkdir(parents=True, exist_ok=True)
     for rel in ("tools/setup.sh", "tools/base_torch.py", "tools/dev_install.py", "requirements.txt", "pyproject.toml"):
         (repo / rel).write_bytes((ROOT / rel).read_bytes())
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
+    bin_dir.mkdir(exist_ok=True)
     for name, text in (("python-base", FAKE_BASE), ("fake-venv-python", FAKE_VENV_PYTHON),
                        ("dpkg", "#!/bin/sh\nexit 0\n"), ("sudo", '#!/bin/sh\nexec "$@"\n')):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "PYTHON": str(bin_dir / "python-base"), "HOME": str(tmp_path)}
+    if not python:  # the second run of a checkout: PYTHON not given again
+        del env["PYTHON"]
     if not tty:
         r = subprocess.run(["bash", "tools/setup.sh"], cwd=repo, env=env, capture_output=True, text=True, timeout=120)
         return r.returncode, r.stdout + r.stderr
@@ -163,3 +165,14 @@ def test_ci_sets_up_from_debians_python_and_keeps_pyenv_for_the_other_pythons(tm
         ("main.sh", "PYTHON=/usr/bin/python3"), (".venv/bin/ruff", "PYTHON=/usr/bin/python3"),
         ("tools/other_pythons.sh", "PYTHON=/usr/bin/python3"), ("test.sh", "PYTHON=/usr/bin/python3")], runs
     assert "ci: .venv from PYTHON=/usr/bin/python3" in r.stdout, r.stdout
+
+
+def test_a_later_run_without_python_keeps_the_interpreter_venv_was_made_from(tmp_path):
+    """PYTHON given once (PYTHON=/usr/bin/python3 on a machine whose PATH has another python3):
+    test.sh and main.sh, which run the set-up without it, keep that .venv rather than remaking it."""
+    if not Path("/usr/lib/llvm-22/bin/llvm-objdump").exists():
+        pytest.skip("llvm-22 is not installed (the set-up's last line reports its llvm-objdump)")
+    rc, out = _run_setup(tmp_path, False)
+    assert rc == 0 and "creating .venv from" in out, out
+    rc, out = _run_setup(tmp_path, False, python=False)
+    assert rc == 0 and "recreating" not in out and "setup: .venv up to date" in out, out

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import vgpu_support as S
+from test_torch_compat import WrapperSubclass
 
 pytestmark = pytest.mark.vgpu
 N = 1024
@@ -30,20 +31,13 @@ class Plain(torch.Tensor):
     """A __torch_function__ subclass (as_subclass): torch's own methods, another type."""
 
 
-class Wrapper(torch.Tensor):
-    """A __torch_dispatch__ wrapper around a plain tensor. Unlike test_torch_compat's
-    WrapperSubclass it hands torch's results back unwrapped: here only the memory relu() reads counts."""
-
-    @staticmethod
-    def __new__(cls, inner):
-        return torch.Tensor._make_wrapper_subclass(cls, inner.shape, dtype=inner.dtype, device=inner.device)
-
-    def __init__(self, inner):
-        self.inner = inner
+class Wrapper(WrapperSubclass):
+    """test_torch_compat's __torch_dispatch__ wrapper, handing torch's results back unwrapped:
+    here only the memory relu() reads counts."""
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
-        unwrap = lambda t: t.inner if isinstance(t, Wrapper) else t  # noqa: E731
+        unwrap = lambda t: t.elem if isinstance(t, Wrapper) else t  # noqa: E731
         return func(*[unwrap(a) for a in args], **{k: unwrap(v) for k, v in (kwargs or {}).items()})
 
 

@@ -127,6 +127,20 @@ def _reason(x, out=None):
     return None
 
 
+def _served_out(c, x, out, x_rule, torch_result, dtype, what, form):
+    """relu(x, out=out) returns out, on the path kernel_serves names: the bit rule of x_rule's
+    values on the kernel, torch's result (torch_result) on torch's kernel."""
+    kernel = O.kernel_serves(x, out)
+    with c.calls() as calls:
+        r = c.relu(x, out=out)
+    assert r is out, f"{what}: relu(x, {form}) did not return its out"
+    calls.kernel(dtype, what) if kernel else calls.torch(_reason(x, out), what)
+    if kernel:
+        O.assert_rule(out, x_rule, f"{form} {what}")
+    else:
+        O.same_values(out, torch_result, f"{form} {what}")
+
+
 def _extremal(t):
     """test_out's case 0: out full of NaN (floats) or the dtype's largest value."""
     fill = float("nan") if t.dtype.is_floating_point else torch.iinfo(t.dtype).max
@@ -204,15 +218,7 @@ def test_reference_samples_all_forms(c, dtype):
         torch_out = torch.empty_like(expect)
         torch_version = torch_out._version
         torch.ops.aten.relu.out(x0, out=torch_out)
-        kernel = O.kernel_serves(x, out)
-        with c.calls() as calls:
-            r = c.relu(x, out=out)
-        assert r is out, f"{what}: relu(x, out=y) did not return y"
-        calls.kernel(dtype, what) if kernel else calls.torch(_reason(x, out), what)
-        if kernel:
-            O.assert_rule(out, x, f"out= {what}")
-        else:
-            O.same_values(out, torch_out, f"out= {what}")
+        _served_out(c, x, out, x, torch_out, dtype, what, "out=")
         assert (out.data_ptr(), out.stride()) == (ptr, strides), f"{what}: out's storage or strides changed"
         assert (out._version > version) == (torch_out._version > torch_version), \
             f"{what}: out's version counter {version} -> {out._version}; torch's out= advances it"
@@ -232,15 +238,7 @@ def test_reference_samples_all_forms(c, dtype):
                 c.relu(xi, out=xi)
             assert not calls.launched and O.same_bits(xi, x_before), f"{what}: x written before torch's error"
             continue
-        kernel = O.kernel_serves(xi, xi)
-        with c.calls() as calls:
-            r = c.relu(xi, out=xi)
-        assert r is xi, f"{what}: relu(x, out=x) did not return x"
-        calls.kernel(dtype, what) if kernel else calls.torch(_reason(xi, xi), what)
-        if kernel:
-            O.assert_rule(xi, x_before, f"out=x {what}")
-        else:
-            O.same_values(xi, xt, f"out=x {what}")
+        _served_out(c, xi, xi, x_before, xt, dtype, what, "out=x")
         assert xi._version > version, f"{what}: relu(x, out=x) left x's version counter at {version}; torch.relu_ advances it"
     c.dev.check()
 
