@@ -60,7 +60,7 @@ CHECK_MUTANTS += (
                 _M, "problems", 'st["package"]["digest"].startswith("FAILED")', "False",
                 ("test_check", "test_a_broken_download_fails_both_gates_in_this_process", {})),
     CheckMutant("health-ignores-object-sha256", "python -m relu_flydsl: exit 0 where a code object fails its sha256",
-                _M, "problems", 'not st["code_objects"]["verified"]', "False",
+                _M, "problems", 'co["broken"]', "{}",
                 ("test_check", "test_a_broken_download_fails_both_gates_in_this_process", {})),
     CheckMutant("cli-usage-error-exits-2", "check / health check: a usage error exits 2, as argparse does",
                 _M, "_Parser.error", "_check.USAGE", "2",

@@ -13,6 +13,7 @@ reaches it all (greedy), and without ARGS what the sanitizer's run misses: it ex
 What runs outside a test (imports) counts for any set alike. Needs gcc and gcov.
 """
 
+import argparse
 import gzip
 import json
 import os
@@ -95,7 +96,11 @@ def _count(points: set) -> str:
 
 
 def main(argv=None) -> int:
-    args = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog=".venv/bin/python tools/entry_coverage.py",
+                                     description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("pytest_args", nargs=argparse.REMAINDER,
+                        help="only these pytest arguments (after --, for options such as -k)")
+    args = [a for a in parser.parse_args(argv).pytest_args if a != "--"]
     units, times = measure(args or SE.candidates())
     everything = set().union(*units.values())
     print(f"{len(units)} tests ({sum(times.values()):.1f} s) reach {_count(everything)} of {SE.ENTRY_C.name}")

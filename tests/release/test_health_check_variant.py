@@ -8,6 +8,7 @@ virtual gfx950."""
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 
@@ -34,4 +35,5 @@ def test_python_dash_m_from_the_variant(variant_build, tmp_path):
     assert r.returncode == 5 and r.stdout.splitlines()[-1].startswith("relu_flydsl check NOT TESTED"), r.stdout + r.stderr
     assert json.loads(report.read_text())["package"]["folder"] == str(variant)
     r = _run(["-m", "torch-rocm", "check", "--help"], variant.parent)
-    assert r.returncode == 0 and r.stdout.startswith("usage: python -m torch-rocm check"), r.stdout + r.stderr
+    assert r.returncode == 0 and r.stdout.startswith(f"usage: {shlex.quote(sys.executable)} -m torch-rocm check"), \
+        r.stdout + r.stderr

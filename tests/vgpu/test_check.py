@@ -166,17 +166,18 @@ def test_the_checks_from_the_folder_on_the_cpu_say_nothing_was_tested_and_why(va
                                                                                       via_kernels=True)
     assert codes == [5, 0, 5, 4, 4, 0, 0], said(out + health, err)
     err, helped, check_help = (" ".join(t.split()) for t in (err, helped, check_help))  # argparse wraps lines
-    assert f"usage: python {variant} check [-h]" in err and "check: error: check(): no shipped kernel matches 'v9'" in err
-    assert f"usage: python {variant} [-h]" in err and f"{variant}: error: unrecognized arguments: --bogus" in err
-    assert helped.startswith(f"usage: python {variant} [-h]") and check_help.startswith(f"usage: python {variant} check")
+    typed = f"{shlex.quote(sys.executable)} {variant}"  # the interpreter as the child was started: it runs
+    assert f"usage: {typed} check [-h]" in err and "check: error: check(): no shipped kernel matches 'v9'" in err
+    assert f"usage: {typed} [-h]" in err and f"{variant}: error: unrecognized arguments: --bogus" in err
+    assert helped.startswith(f"usage: {typed} [-h]") and check_help.startswith(f"usage: {typed} check")
     assert "exit status: 0 OK, or no gfx950 served (without --require-gfx950); 1 a PROBLEM, such as a shipped file " \
            "failing its sha256; 4 a usage error; 5 no gfx950 served, with --require-gfx950" in helped
     assert "exit status: 0 every case passed; 1 a failure, named (a case, or a shipped file failing its sha256); " \
            "4 a usage error; 5 nothing was tested" in check_help
     shown_command = shlex.split(helped.split("usage: ", 1)[1].split(" [-h]")[0])  # the command --help names, run
-    r = subprocess.run([sys.executable, *shown_command[1:], "check", "--kernels", "v9"], cwd=tmp_path,
+    r = subprocess.run([*shown_command, "check", "--kernels", "v9"], cwd=tmp_path,
                        capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": ""})
-    assert shown_command[0] == "python" and r.returncode == 4 and "no shipped kernel matches 'v9'" in r.stderr, shown(r)
+    assert shown_command[0] == sys.executable and r.returncode == 4 and "no shipped kernel matches 'v9'" in r.stderr, shown(r)
     code, ok, tested, failed, verdict = found["get_kernel"]  # kernels.get_local_kernel(FOLDER).check()
     assert (code, ok, tested, failed) == (5, False, 0, []) and verdict.startswith("relu_flydsl check NOT TESTED")
     verdict = out.strip().splitlines()[-1]
@@ -269,22 +270,24 @@ def test_a_broken_download_fails_both_gates_in_this_process(variant_build, tmp_p
         STATE.reset()
 
 
-def test_exit_statuses_and_help_of_the_installed_package(capsys):
-    """`python -m relu_flydsl`: a usage error exits 4, never argparse's 2; --help names
-    `python -m relu_flydsl`, and that command runs."""
+def test_exit_statuses_and_help_of_the_installed_package(capsys, monkeypatch):
+    """`python -m relu_flydsl`: a usage error exits 4, never argparse's 2; --help names the
+    interpreter as it was typed (`python3 -m relu_flydsl` on Debian, which has no `python`), and
+    that command runs."""
     _fresh()
+    monkeypatch.setattr(sys, "orig_argv", ["python3", "-m", "relu_flydsl", "--help"])
     for argv in (["check", "--kernels", "v9"], ["--bogus"], ["check", "--no-such-flag"]):
         with pytest.raises(SystemExit) as e:
             cli.main(argv)
         assert e.value.code == 4, argv
-    assert "python -m relu_flydsl check: error: check(): no shipped kernel matches 'v9'" in capsys.readouterr().err
-    for argv, usage in (([], "usage: python -m relu_flydsl [-h]"), (["check"], "usage: python -m relu_flydsl check")):
+    assert "python3 -m relu_flydsl check: error: check(): no shipped kernel matches 'v9'" in capsys.readouterr().err
+    for argv, usage in (([], "usage: python3 -m relu_flydsl [-h]"), (["check"], "usage: python3 -m relu_flydsl check")):
         with pytest.raises(SystemExit) as e:
             cli.main(argv + ["--help"])
         assert e.value.code == 0 and capsys.readouterr().out.startswith(usage)
     r = subprocess.run([sys.executable, "-m", "relu_flydsl", "check", "--kernels", "v9"], cwd=ROOT,
                        capture_output=True, text=True, timeout=120)
-    assert r.returncode == 4 and "usage: python -m relu_flydsl check" in r.stderr, shown(r)
+    assert r.returncode == 4 and f"usage: {shlex.quote(sys.executable)} -m relu_flydsl check" in r.stderr, shown(r)
 
 
 # ---- on the virtual gfx950 ----------------------------------------------------------------

@@ -3,27 +3,12 @@
 digest); 4 a usage error, run.sh's own or pytest's; 5 nothing was tested
 (tests/vgpu/test_hardware_suite.py tests 0 and 5). `run.sh --help` lists them."""
 
-import os
 import shutil
-import subprocess
-from pathlib import Path
 
 import pytest
 
 import hardware_vgpu
-
-RUN_SH = Path(__file__).resolve().parents[1] / "hardware" / "run.sh"
-
-
-def run_sh(args, env=()):
-    child = {k: v for k, v in os.environ.items() if not k.startswith("RELU_FLYDSL_")}
-    child.update(env)
-    return subprocess.run(["bash", str(RUN_SH), *args], cwd=RUN_SH.parents[2], env=child, capture_output=True,
-                          text=True, timeout=600)
-
-
-def shown(r):
-    return f"\n--- stdout (tail)\n{r.stdout[-4000:]}\n--- stderr (tail)\n{r.stderr[-3000:]}"
+from test_hardware_suite import run_sh, shown
 
 
 def test_run_sh_usage_errors_exit_4_and_help_lists_the_statuses(tmp_path):

@@ -6,9 +6,9 @@
                             not, the HIP runtime, the code objects, the compiled entry, each
                             kernel's canary verdict, the settings in force (a dict; also
                             the package run with -m, e.g. `.venv/bin/python -m relu_flydsl`,
-                            which says OK only where a gfx950 is served, exits 1 when one is
-                            present and not served, and with --require-gfx950 exits 2 where
-                            there is none)
+                            which says OK only where a gfx950 is served, exits 1 when a
+                            shipped file fails its sha256 or a gfx950 is present and not
+                            served, and with --require-gfx950 exits 5 where none is served)
     explain(x, out=None)    which path that call would take and why, without running it
     dispatch_stats()        which path each call took (kernel rung or fallback + why)
     warmup(dtypes)          load kernels and run their canaries ahead of the first call;

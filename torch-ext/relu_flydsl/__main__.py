@@ -47,8 +47,13 @@ def _load_folder():
     return importlib.import_module(f"{name}.__main__")
 
 
+def _python() -> str:
+    """The interpreter as it was typed (Debian's is python3: it has no `python`), for usage lines."""
+    return shlex.quote((getattr(sys, "orig_argv", None) or ["python"])[0])
+
+
 if not __package__ and __name__ == "__main__":  # `python FOLDER ...`: a script, not yet inside its package
-    sys.exit(_load_folder().main(prog=f"python {shlex.quote(sys.argv[0])}"))
+    sys.exit(_load_folder().main(prog=f"{_python()} {shlex.quote(sys.argv[0])}"))
 if __package__:  # (without one, e.g. read by runpy under another name: _load_folder alone)
     from . import _check, _status
 
@@ -59,10 +64,12 @@ def served(st: dict) -> list:
 
 
 def problems(st: dict) -> list:
-    """_status.problems(st), after a shipped file that fails its sha256 (a broken download)."""
-    said = _status.problems(st)
-    if not st["code_objects"]["verified"] or st["package"]["digest"].startswith("FAILED"):
+    """_status.problems(st), after the files': one failing its sha256, or no manifest to check."""
+    said, co = _status.problems(st), st["code_objects"]
+    if co["broken"] or st["package"]["digest"].startswith("FAILED"):
         said.insert(0, "a shipped file fails its sha256 (above): the download is broken or was changed")
+    elif not co["verified"]:
+        said.insert(0, f"the code objects cannot be checked: {co['reason']}")
     return said
 
 
@@ -126,7 +133,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv=None, prog=None) -> int:
-    prog, k = prog or f"python -m {__package__}", _check  # `python FOLDER` passes its own
+    prog, k = prog or f"{_python()} -m {__package__}", _check  # `python FOLDER` passes its own
     parser = _Parser(prog=prog, description="the health check (status()); `check`: the hardware check",
                      epilog=f"exit status: {k.PASSED} OK, or no gfx950 served (without --require-gfx950); {k.FAILED} a "
                      f"PROBLEM, such as a shipped file failing its sha256; {k.USAGE} a usage error; {k.NOT_TESTED} no "

@@ -1,7 +1,7 @@
 """The health check and the path explainer: what is serving, and what one call would do.
 
     status()                   the package's state as a documented, JSON-serialisable dict
-    problems(st)               what the package run with -m exits 1 for (a gfx950 not served)
+    problems(st)               the devices' part of what the health check exits 1 for
     explain(x, out, rung=, arch=)  which path relu(x, out, rung=rung) would take, and why (arch=:
                                on a device of that arch, from any machine)
 
@@ -235,8 +235,8 @@ def _settings(settings) -> list:
 
 
 def problems(st: dict) -> list:
-    """What makes the health check fail: a gfx950 on which the kernel path is not active, or
-    a kernel whose canary failed there, or whose code object is unusable. [] when none."""
+    """The devices' part of the health check's failures (__main__.problems adds the files'): a gfx950
+    without the kernel path, a kernel whose canary failed or object is unusable there. [] if none."""
     found = []
     for d in st["devices"]:
         if d["arch"] != SUPPORTED_ARCH:
