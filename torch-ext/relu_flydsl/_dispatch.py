@@ -8,8 +8,8 @@
                            (no_device), else run() (out None: torch.empty_like(x))
     run(x, out, rung, bump) acts on decide(): the one decision, which explain() renders
       decide()             fallback_reason (gfx950, served dtype, contiguous or dense x with out
-                           of its strides, no neg bit, memory there and element-aligned), empty,
-                           code objects, HIP runtime, plan (cached per size/alignment/device)
+                           of its strides, no neg bit), memory_reason (storage there, element-
+                           aligned), empty, code objects, HIP runtime, plan (per size/alignment/device)
         |-- kernel         first use on a device: module loaded (sha256 checked), canary ->
         |                  settings re-read (changed: decide again) -> launch on the tensor's
         |                  device's current stream -> out's version bumped (bump) -> counted
@@ -116,12 +116,20 @@ def fallback_reason(x: torch.Tensor, out: torch.Tensor, info: Optional[DeviceInf
         # A lazy negation view (torch._neg_view, x.conj().imag): its memory holds
         # the other sign, so a raw-memory kernel would be wrong.
         return "neg/conj-bit view"
-    if x.numel():  # what a launch cannot address: torch's kernel serves it
-        xp, yp = _inputs.read_ptr(x), _inputs.read_ptr(out)
-        if not (xp and yp):  # a ZeroTensor, a functional wrapper
-            return NO_MEMORY
-        if (xp | yp) % x.element_size():  # e.g. float32 at an odd byte address
-            return MISALIGNED
+    return None
+
+
+def memory_reason(x: torch.Tensor, out: Optional[torch.Tensor], xp: int, yp: int) -> Optional[str]:
+    """What a launch at xp, yp (x's and out's data pointers, decide() reads them once; out None: a
+    new output) cannot address, or None: torch's kernel serves it. Asked after fallback_reason."""
+    size = x.element_size()
+    # the storages' own addresses: a ZeroTensor's or functional wrapper's is NULL, and a view of one
+    # has its offset as its data pointer (torch._efficientzerotensor(16)[4:] reports 16)
+    xb, yb = xp - x.storage_offset() * size, yp if out is None else yp - out.storage_offset() * size
+    if not (xb and yb):
+        return NO_MEMORY
+    if (xp | yp) % size:  # e.g. float32 at an odd byte address
+        return MISALIGNED
     return None
 
 
@@ -172,17 +180,19 @@ def decide(x, out, rung, info: Optional[DeviceInfo], look: bool = False, there: 
     n = x.numel()
     reason = fallback_reason(x, x if out is None else out, info) or (None if n else "empty tensor")
     settings = STATE.settings
+    if reason is None:  # each pointer read once, past the rules that need none
+        if look:  # read-only pointers: a copy-on-write tensor stays one
+            xp, yp = _inputs.read_ptr(x), _ALIGNED if out is None else _inputs.read_ptr(out)
+        else:  # out's pointer first (writing materializes a copy-on-write out, and x with it where they
+            # share one), then x's read-only one: relu reads a copy-on-write x in place, as torch.relu does
+            yp = out.data_ptr()
+            xp = _inputs.read_ptr(x)
+        reason = memory_reason(x, out, xp, yp)
     if reason is not None:
         return Decision(FALLBACK, reason, settings)
     reason = _objects.unavailable() or (None if there else _hip.unavailable())
     if reason is not None:
         return Decision(UNAVAILABLE, reason, settings)
-    if look:  # read-only pointers: a copy-on-write tensor stays one
-        xp, yp = _inputs.read_ptr(x), _ALIGNED if out is None else _inputs.read_ptr(out)
-    else:  # out's pointer first (writing materializes a copy-on-write out, and x with it where they
-        # share one), then x's read-only one: relu reads a copy-on-write x in place, as torch.relu does
-        yp = out.data_ptr()
-        xp = _inputs.read_ptr(x)
     entry = _entry(rung, rung or settings.default_rung, x.dtype, n, xp, yp, info.index, not look)
     if entry.function is not None and not there:  # (there: this machine's entries are not asked)
         return _new(Decision, (KERNEL, None, settings, entry, xp, yp))  # (tuple's own: no Python frame)
