@@ -87,20 +87,18 @@ typedef PyObject *(*WrapTensor)(const void *tensor);
  * Whether torch would hand the call elsewhere (a subclass, a torch.func transform, a dispatch mode),
  * record autograd (an operand requiring grad) or refuse to write out (an inference tensor), and
  * whether an operand is a neg-bit view (its memory holds -x) or has no memory of its own (a ZeroTensor,
- * a functional tensor: a view of one has its offset from NULL as its data pointer, which DLPack gives as
- * it is). Seven exported libtorch functions whose
- * arguments and results are C types and pointers, found by their mangled names, and the at::Tensor
- * inside torch's tensor object (THPVariable: PyObject_HEAD, then the at::Tensor). Each is a few
- * instructions; the same questions asked through torch's Python API cost 0.36-0.8 us a call.
- * A sixth, torch::autograd::impl::bump_version(const at::Tensor &), bumps the version counter of
- * an out the kernel wrote (torch's ADInplaceOrView kernel does it for clamp_min's out=): it throws
- * only for an undefined or an inference tensor, which torch_decides leaves to the general path.
- * _compiled_entry.py binds them only after they gave torch's own answers on probe tensors; where
- * one is missing or answers otherwise, the entry does not load. */
+ * a functional tensor: a view of one has its offset from NULL as its data pointer, as DLPack gives it).
+ * Seven exported libtorch functions whose arguments and results are C types and pointers, found by their
+ * mangled names, and the at::Tensor inside torch's tensor object (THPVariable: PyObject_HEAD, then the
+ * at::Tensor). Each is a few instructions; the same questions asked through torch's Python API cost
+ * 0.36-0.8 us a call. An eighth, torch::autograd::impl::bump_version(const at::Tensor &), bumps the
+ * version counter of an out the kernel wrote (torch's ADInplaceOrView kernel does it for clamp_min's
+ * out=): it throws only for an undefined or an inference tensor, which torch_decides leaves to the
+ * general path. _compiled_entry.py binds them only after they gave torch's own answers on probe
+ * tensors; where one is missing or answers otherwise, the entry does not load. */
 typedef int64_t (*ModeCount)(void);              /* c10::impl::TorchDispatchModeTLS::stack_len() */
 typedef void *const *(*LayerStack)(void);        /* at::functorch::getDynamicLayerStack(): its std::vector */
-typedef _Bool (*TensorFlag)(const void *tensor); /* at::native::is_neg, is_inference, _is_zerotensor, */
-/* at::functionalization::impl::isFunctionalTensor(const at::Tensor &) */
+typedef _Bool (*TensorFlag)(const void *tensor); /* is_neg, is_inference, _is_zerotensor, isFunctionalTensor */
 typedef _Bool (*ImplFlag)(const void *impl);     /* c10::TensorImpl::requires_grad() const */
 typedef void (*Bump)(const void *tensor);        /* torch::autograd::impl::bump_version(const at::Tensor &) */
 

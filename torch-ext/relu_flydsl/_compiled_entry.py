@@ -159,21 +159,17 @@ def torch_decides(x, out):
         return "a dispatch mode"
     if torch._C._functorch.maybe_current_level() is not None:
         return "a torch.func transform"
-    if x.requires_grad:
-        return "x requires grad"
-    if x.is_neg():
-        return "x is a neg-bit view"
-    if x._is_zerotensor() or torch._is_functional_tensor(x):  # a view of one: its offset as its data pointer
-        return "x has no memory of its own"
-    if out is not None:
-        if out.requires_grad:
-            return "out requires grad"
-        if out.is_neg():
-            return "out is a neg-bit view"
-        if out._is_zerotensor() or torch._is_functional_tensor(out):
-            return "out has no memory of its own"
-        if out.is_inference():
-            return "out is an inference tensor"
+    for t, name in ((x, "x"), (out, "out")):  # x's answers, then out's
+        if t is None:
+            continue
+        if t.requires_grad:
+            return f"{name} requires grad"
+        if t.is_neg():
+            return f"{name} is a neg-bit view"
+        if t._is_zerotensor() or torch._is_functional_tensor(t):  # a view of one: its offset as its data pointer
+            return f"{name} has no memory of its own"
+    if out is not None and out.is_inference():
+        return "out is an inference tensor"
     return None
 
 

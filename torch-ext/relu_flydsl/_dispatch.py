@@ -120,11 +120,10 @@ def fallback_reason(x: torch.Tensor, out: torch.Tensor, info: Optional[DeviceInf
 
 
 def memory_reason(x: torch.Tensor, out: Optional[torch.Tensor], xp: int, yp: int) -> Optional[str]:
-    """What a launch at xp, yp (x's and out's data pointers, decide() reads them once; out None: a
-    new output) cannot address, or None: torch's kernel serves it. Asked after fallback_reason."""
+    """What a launch at xp, yp (x's and out's data pointers as decide() read them; out None: a new
+    output) cannot address, or None. Judged by the storages' addresses: a ZeroTensor's or functional
+    wrapper's is NULL, and a view of one has its offset as its data pointer (zeros(16)[4:]: 16)."""
     size = x.element_size()
-    # the storages' own addresses: a ZeroTensor's or functional wrapper's is NULL, and a view of one
-    # has its offset as its data pointer (torch._efficientzerotensor(16)[4:] reports 16)
     xb, yb = xp - x.storage_offset() * size, yp if out is None else yp - out.storage_offset() * size
     if not (xb and yb):
         return NO_MEMORY
@@ -217,9 +216,7 @@ class Entry:
     __slots__ = ("plan", "function", "block", "esize", "grid", "single", "hit", "device", "key", "vkey")
 
     def __init__(self, p: plan.Plan, device: int, key):
-        self.plan = p
-        self.function = None
-        self.block = p.block
+        self.plan, self.function, self.block = p, None, p.block
         self.esize = ELEMENT_BYTES[p.dtype]
         self.single = len(p.launches) == 1
         self.grid = p.launches[0].grid if self.single else None
@@ -343,10 +340,8 @@ def _unusable(kernel) -> Optional[str]:
 
 # ---- launching ---------------------------------------------------------------
 def _launch_failed(error, p: plan.Plan, numel):
-    raise RuntimeError(
-        f"relu_flydsl: kernel launch failed with HIP error {error} "
-        f"(rung {p.rung}, {p.dtype}, numel {numel}); the output is not valid"
-    )
+    raise RuntimeError(f"relu_flydsl: kernel launch failed with HIP error {error} (rung {p.rung}, {p.dtype}, "
+                       f"numel {numel}); the output is not valid")
 
 
 _CHANGED = object()  # the settings changed between the call's decision and its launch
@@ -402,11 +397,8 @@ def _fallback(x: torch.Tensor, out: torch.Tensor, bump: bool):
     """torch.relu's own kernel into out (torch.relu is clamp_min(x, 0): same kernel, same bits).
     bump: out's version counter bumped by it, as torch.clamp_min(out=) bumps it; else untouched
     (a new output, as torch.relu's; or the op's out, which torch.library's mutation already bumped)."""
-    if bump:
-        torch.clamp_min(x, 0, out=out)
-        return
-    with _below_inplace_or_view():  # no autograd: under no_grad, or inside the op, below it
-        torch.clamp_min(x, 0, out=out)
+    with contextlib.nullcontext() if bump else _below_inplace_or_view():  # not bump: no autograd (under
+        torch.clamp_min(x, 0, out=out)  # no_grad, or inside the op: below it)
 
 
 _below_inplace_or_view = torch._C._AutoDispatchBelowADInplaceOrView
@@ -416,10 +408,7 @@ def no_device(x: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
     """relu(x, out) validated, device_info(x) None: what run() does there (torch.relu's kernel,
     fallback_reason counted), without allocating first for out None."""
     STATE.record(("fallback", fallback_reason(x, out, None)))
-    if out is None:
-        return torch.relu(x)
-    torch.clamp_min(x, 0, out=out)
-    return out
+    return torch.relu(x) if out is None else torch.clamp_min(x, 0, out=out)
 
 
 def torch_input(x, out):
