@@ -164,12 +164,12 @@ class Decision(NamedTuple):
 
 
 def decide(x, out, rung, info: Optional[DeviceInfo], look: bool = False, there: bool = False) -> Decision:
-    """What relu(x, out, rung=rung) does on info's device (None: no ROCm device), in this
-    order: fallback_reason (settings re-read first), an empty tensor, the code objects, the HIP
-    runtime, then the plan and whether its kernel is ready. run() acts on it; explain() renders
-    it. look: explain()'s answer, acting on nothing (out None: a new output, planned aligned);
-    there: explain(arch=)'s, info a device of another machine (its HIP runtime, modules and
-    canaries not asked: a repeated call once the kernel is ready there)."""
+    """What relu(x, out, rung=rung) does on info's device (None: no ROCm device), in this order:
+    fallback_reason (settings re-read first), an empty tensor, memory_reason (each pointer read
+    once), the code objects, the HIP runtime, the plan and whether its kernel is ready. run() acts
+    on it; explain() renders it. look: explain()'s answer, acting on nothing (out None: a new output,
+    planned aligned); there: explain(arch=)'s, info a device of another machine (its HIP runtime,
+    modules and canaries not asked: a repeated call once the kernel is ready there)."""
     if out is not None and out is not x and info is not None and not there:
         at = device_info(out)  # the same device as torch.device (relu() checked); asked of device memory too
         if at is None or at.index != info.index:
