@@ -17,6 +17,18 @@ def _m(name, why, file, function, old, new, *kill):
     return Mutant(name, why, ((file, function, old, new),), kill)
 
 
+# libtorch's answers are checked against torch's before the entry loads, which refuses a mutated
+# torch_decides: these mutants skip that check too (as mutation_support's guard mutants do).
+_ANSWERS_UNCHECKED = (_PY, "_check_answers", "got != want", "False")
+_X_STORAGE = 'if (is_zero(xt) || is_functional(xt)) return "x has no memory of its own";'
+_OUT_STORAGE = 'if (is_zero(yt) || is_functional(yt)) return "out has no memory of its own";'
+
+
+def _unasked(name, why, *patches):
+    """A mutant of torch_decides' no-storage rule (with other patches): killed by no_memory_on_the_entry."""
+    return Mutant(name, why, tuple(patches) + (_ANSWERS_UNCHECKED,), ("no_memory_on_the_entry",))
+
+
 MUTANTS = (
     # version counters
     _m("entry-version-unbumped", "compiled entry: out's version counter not bumped after the kernel wrote it",
@@ -30,10 +42,15 @@ MUTANTS = (
        "have written part of out)", _C, "serve", "if (!fresh) bump_version(tensor_of(out));",
        "if (!fresh && !err) bump_version(tensor_of(out));", "entry_failed_launch_bumps_out"),
     # memory that is not there
-    _m("entry-null-x-launched", "compiled entry: x with a NULL data pointer (a ZeroTensor) launched", _C, "serve",
-       "|| !xp ||", "||", "no_memory_on_the_entry"),
-    _m("entry-null-out-launched", "compiled entry: out with a NULL data pointer launched", _C, "serve",
-       "|| (!yp && out != Py_None)", "", "no_memory_on_the_entry"),
+    _unasked("entry-no-storage-x-unasked", "compiled entry: a ZeroTensor or functional x not left to the general "
+             "path (a view of one launched at its offset from NULL)", (_C, "torch_decides", _X_STORAGE, "")),
+    _unasked("entry-no-storage-out-unasked", "compiled entry: a ZeroTensor or functional out not left to the general "
+             "path (a view of one written at its offset from NULL)", (_C, "torch_decides", _OUT_STORAGE, "")),
+    # the NULL check behind it: what no-storage does not know (here ZeroTensors and functional tensors, unasked)
+    _unasked("entry-null-x-launched", "compiled entry: x with a NULL data pointer launched",
+             (_C, "torch_decides", _X_STORAGE, ""), (_C, "serve", "|| !xp ||", "||")),
+    _unasked("entry-null-out-launched", "compiled entry: out with a NULL data pointer launched",
+             (_C, "torch_decides", _OUT_STORAGE, ""), (_C, "serve", "|| (!yp && out != Py_None)", "")),
     _m("entry-misaligned-entry-added", "add(): an entry for pointers not aligned to the element size made ready",
        _C, "add", "|| ((v[4] | v[5]) & (v[2] / 8 - 1))", "", "no_memory_on_the_entry"),
     # out's device, the settings in flight, unload()

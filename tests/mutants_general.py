@@ -29,12 +29,18 @@ MUTANTS = (
        "may have written part of out)", _D, "_launch_now", "written is not None", "written is not None and not error",
        "general_failed_launch_bumps_out"),
     # memory that is not there
-    _m("general-null-data-launched", "fallback_reason: a NULL data pointer (a ZeroTensor, a functional wrapper) "
-       "launched", _D, "fallback_reason", "not (xp and yp)", "False", "no_memory_on_the_general_path"),
-    _m("general-null-out-launched", "fallback_reason: out's NULL data pointer not asked", _D, "fallback_reason",
-       "not (xp and yp)", "not xp", "no_memory_on_the_general_path"),
-    _m("general-misaligned-launched", "fallback_reason: data not aligned to its element size launched", _D,
-       "fallback_reason", "(xp | yp) % x.element_size()", "0", "no_memory_on_the_general_path"),
+    _m("general-null-data-launched", "memory_reason: storage at NULL (a ZeroTensor, a functional wrapper) launched",
+       _D, "memory_reason", "not (xb and yb)", "False", "no_memory_on_the_general_path"),
+    _m("general-null-out-launched", "memory_reason: out's storage at NULL not asked", _D, "memory_reason",
+       "not (xb and yb)", "not xb", "no_memory_on_the_general_path"),
+    _m("general-view-x-launched", "memory_reason: x's data pointer judged, not its storage's (a view of a ZeroTensor "
+       "at its offset from NULL launched)", _D, "memory_reason", "xp - x.storage_offset() * size", "xp",
+       "no_memory_on_the_general_path"),
+    _m("general-view-out-launched", "memory_reason: out's data pointer judged, not its storage's (a view of a "
+       "functional wrapper written at its offset from NULL)", _D, "memory_reason",
+       "yp - out.storage_offset() * size", "yp", "no_memory_on_the_general_path"),
+    _m("general-misaligned-launched", "memory_reason: data not aligned to its element size launched", _D,
+       "memory_reason", "(xp | yp) % size", "0", "no_memory_on_the_general_path"),
     # forward AD
     _m("fwad-entry-unguarded", "relu(): the compiled entry asked with a forward-AD level active (it cannot see tangents)",
        _R, "relu", "_fwad._current_level < 0", "True", "dual_tensors_keep_their_tangent"),
@@ -62,7 +68,7 @@ MUTANTS = (
 SCENARIOS = {**_CONTRACTS, **GENERAL_SCENARIOS}
 KNOWN_BUGS = {}
 
-# The one decision's rules (_dispatch.decide, fallback_reason), each weakened in turn; relu() and
+# The one decision's rules (_dispatch.decide, fallback_reason, memory_reason), each weakened in turn; relu() and
 # explain() share the function, so each mutant must fail both tests of tests/vgpu/test_decide.py:
 # relu()'s here, explain()'s in mutants_status.py. (rule as test_decide.RULES names it, function, old, new)
 DECISION = (
@@ -72,8 +78,8 @@ DECISION = (
     ("dtype", "fallback_reason", "dtype is None", "False"),
     ("layout", "fallback_reason", "x.stride() != out.stride() or not dense(x)", "False"),
     ("neg bit", "fallback_reason", "x.is_neg() or out.is_neg()", "False"),
-    ("no memory", "fallback_reason", "not (xp and yp)", "False"),
-    ("misaligned", "fallback_reason", "(xp | yp) % x.element_size()", "0"),
+    ("no memory", "memory_reason", "not (xb and yb)", "False"),
+    ("misaligned", "memory_reason", "(xp | yp) % size", "0"),
     ("empty", "decide", "None if n else 'empty tensor'", "None"),
     ("code objects", "decide", "_objects.unavailable()", "None"),
     ("hip runtime", "decide", "_hip.unavailable()", "None"),

@@ -182,6 +182,11 @@ def _operands():
         ("neg view", torch._neg_view(t), None), ("neg view out", t, torch._neg_view(u)),
         ("conj of real", t.conj(), None), ("inference x", frozen, None), ("inference out", t, frozen),
         ("meta", torch.empty(4, device="meta"), None),
+        ("ZeroTensor", torch._efficientzerotensor(4), None), ("ZeroTensor view", torch._efficientzerotensor(8)[4:], None),
+        ("ZeroTensor out", t, torch._efficientzerotensor(4)), ("functional", torch._to_functional_tensor(t), None),
+        ("functional of a view", torch._to_functional_tensor(torch.randn(8)[4:]), None),
+        ("functional out", t, torch._to_functional_tensor(u)),
+        ("view of a functional out", t, torch._to_functional_tensor(torch.empty(8))[4:]),
     ]
 
 
@@ -205,7 +210,7 @@ def _inside(transform, operands):
                                    "vmap", "grad", "vmap of grad"])
 def test_the_entrys_questions_get_torchs_answers(state):
     """The entry's own questions to libtorch (subclass, dispatch mode, torch.func transform,
-    autograd, neg bit, inference out) answer as torch's Python API does, for every kind of
+    autograd, neg bit, inference out, no memory of its own) answer as torch's Python API does, for every kind of
     operand, outside and inside grad modes, dispatch modes and transforms."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -225,7 +230,8 @@ def test_the_entrys_questions_get_torchs_answers(state):
         else:
             assert {got for _, got, _ in seen} >= {None, "not an exact torch.Tensor", "x requires grad",
                                                    "out requires grad", "x is a neg-bit view",
-                                                   "out is a neg-bit view", "out is an inference tensor"}, seen
+                                                   "out is a neg-bit view", "out is an inference tensor",
+                                                   "x has no memory of its own", "out has no memory of its own"}, seen
     wrong = [(what, got, want) for what, got, want in seen if got != want]
     assert not wrong, f"the entry's answers differ from torch's: {wrong}"
 

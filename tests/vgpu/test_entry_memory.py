@@ -94,14 +94,21 @@ def _cases(c, kept):
         kept.append(t)
         return t.copy_(fill)
 
-    def functional(name):  # a wrapper of a whole tensor: its data pointer is NULL (a view's would be its offset)
-        t = values.clone()
-        c.dev.register(t, name=name)
+    def at_offset(t):  # a view 4 elements in of memory at NULL: its data pointer is 16, aligned as the entry's
+        assert t.data_ptr() == 16, t.data_ptr()
+        return t
+
+    def functional(name, view=None):  # a wrapper of a whole tensor (data pointer NULL), of a view of one
+        t = values.clone() if view is None else torch.cat((values[:4], values))  # ("inner"), or a view of
+        c.dev.register(t, name=name)  # a wrapper ("outer": its data pointer is NULL too)
         kept.append(t)
-        return torch._to_functional_tensor(t)
+        if view == "inner":
+            return at_offset(torch._to_functional_tensor(t[4:]))
+        return torch._to_functional_tensor(t)[4:] if view else torch._to_functional_tensor(t)
 
     zero = (lambda: torch._efficientzerotensor(N))
-    in_place_zero = zero()
+    zero_view = (lambda: at_offset(torch._efficientzerotensor(N + 4)[4:]))
+    in_place_zero, in_place_zero_view, in_place_functional = zero(), zero_view(), functional("x", view="inner")
     return {
         "ZeroTensor x": (lambda: (zero(), None), NO_MEMORY),
         "ZeroTensor x, out=": (lambda: (zero(), dev("out")), NO_MEMORY),
@@ -110,6 +117,16 @@ def _cases(c, kept):
         "functional x": (lambda: (functional("x"), None), NO_MEMORY),
         "functional out=": (lambda: (dev("x"), functional("out")), NO_MEMORY),
         "functional x, plain out=": (lambda: (functional("x"), dev("out")), None),
+        "ZeroTensor view x": (lambda: (zero_view(), None), NO_MEMORY),
+        "ZeroTensor view x, out=": (lambda: (zero_view(), dev("out")), NO_MEMORY),
+        "ZeroTensor view out=": (lambda: (dev("x"), zero_view()), None),
+        "ZeroTensor view in place": (lambda: (in_place_zero_view, in_place_zero_view), None),
+        "functional view x": (lambda: (functional("x", view="inner"), None), NO_MEMORY),
+        "functional view x, plain out=": (lambda: (functional("x", view="inner"), dev("out")), None),
+        "functional view out=": (lambda: (dev("x"), functional("out", view="inner")), NO_MEMORY),
+        "functional view in place": (lambda: (in_place_functional, in_place_functional), NO_MEMORY),
+        "view of a functional x": (lambda: (functional("x", view="outer"), None), NO_MEMORY),
+        "view of a functional out=": (lambda: (dev("x"), functional("out", view="outer")), NO_MEMORY),
         "odd x": (lambda: (_odd(c, values, "x-odd", kept), None), MISALIGNED),
         "odd x, out=": (lambda: (_odd(c, values, "x-odd", kept), dev("out")), MISALIGNED),
         "odd out=": (lambda: (dev("x"), _odd(c, values, "out-odd", kept)), MISALIGNED),

@@ -86,18 +86,19 @@ typedef PyObject *(*WrapTensor)(const void *tensor);
 /* ---- what the memory description does not say, asked of libtorch ----
  * Whether torch would hand the call elsewhere (a subclass, a torch.func transform, a dispatch mode),
  * record autograd (an operand requiring grad) or refuse to write out (an inference tensor), and
- * whether an operand is a neg-bit view (its memory holds -x). Five exported libtorch functions whose
- * arguments and results are C types and pointers, found by their mangled names, and the at::Tensor
- * inside torch's tensor object (THPVariable: PyObject_HEAD, then the at::Tensor). Each is a few
- * instructions; the same questions asked through torch's Python API cost 0.36-0.8 us a call.
- * A sixth, torch::autograd::impl::bump_version(const at::Tensor &), bumps the version counter of
- * an out the kernel wrote (torch's ADInplaceOrView kernel does it for clamp_min's out=): it throws
- * only for an undefined or an inference tensor, which torch_decides leaves to the general path.
- * _compiled_entry.py binds them only after they gave torch's own answers on probe tensors; where
- * one is missing or answers otherwise, the entry does not load. */
+ * whether an operand is a neg-bit view (its memory holds -x) or has no memory of its own (a ZeroTensor,
+ * a functional tensor: a view of one has its offset from NULL as its data pointer, as DLPack gives it).
+ * Seven exported libtorch functions whose arguments and results are C types and pointers, found by their
+ * mangled names, and the at::Tensor inside torch's tensor object (THPVariable: PyObject_HEAD, then the
+ * at::Tensor). Each is a few instructions; the same questions asked through torch's Python API cost
+ * 0.36-0.8 us a call. An eighth, torch::autograd::impl::bump_version(const at::Tensor &), bumps the
+ * version counter of an out the kernel wrote (torch's ADInplaceOrView kernel does it for clamp_min's
+ * out=): it throws only for an undefined or an inference tensor, which torch_decides leaves to the
+ * general path. _compiled_entry.py binds them only after they gave torch's own answers on probe
+ * tensors; where one is missing or answers otherwise, the entry does not load. */
 typedef int64_t (*ModeCount)(void);              /* c10::impl::TorchDispatchModeTLS::stack_len() */
 typedef void *const *(*LayerStack)(void);        /* at::functorch::getDynamicLayerStack(): its std::vector */
-typedef _Bool (*TensorFlag)(const void *tensor); /* at::native::is_neg, is_inference(const at::Tensor &) */
+typedef _Bool (*TensorFlag)(const void *tensor); /* is_neg, is_inference, _is_zerotensor, isFunctionalTensor */
 typedef _Bool (*ImplFlag)(const void *impl);     /* c10::TensorImpl::requires_grad() const */
 typedef void (*Bump)(const void *tensor);        /* torch::autograd::impl::bump_version(const at::Tensor &) */
 
@@ -105,7 +106,7 @@ static PyObject *tensor_type; /* torch.Tensor itself: a subclass may override an
 static Py_ssize_t tensor_at;      /* where a torch.Tensor object holds its at::Tensor */
 static ModeCount dispatch_modes;
 static LayerStack functorch_layers;
-static TensorFlag is_neg, is_inference;
+static TensorFlag is_neg, is_inference, is_zero, is_functional;
 static ImplFlag requires_grad;
 static Bump bump_version;
 
@@ -124,10 +125,12 @@ static const char *torch_decides(PyObject *x, PyObject *out) {
     const void *xt = tensor_of(x);
     if (requires_grad(impl_of(xt))) return "x requires grad"; /* rule: grad */
     if (is_neg(xt)) return "x is a neg-bit view"; /* rule: neg */
+    if (is_zero(xt) || is_functional(xt)) return "x has no memory of its own"; /* rule: no-storage */
     if (out != Py_None) {
         const void *yt = tensor_of(out);
         if (requires_grad(impl_of(yt))) return "out requires grad"; /* rule: grad */
         if (is_neg(yt)) return "out is a neg-bit view"; /* rule: neg */
+        if (is_zero(yt) || is_functional(yt)) return "out has no memory of its own"; /* rule: no-storage */
         if (is_inference(yt)) return "out is an inference tensor"; /* rule: inference */
     }
     return NULL;
@@ -754,21 +757,22 @@ static PyObject *allocator(PyObject *self, PyObject *const *args, Py_ssize_t nar
     Py_RETURN_NONE;
 }
 
-/* queries(tensor_type, tensor_at, dispatch_modes, functorch_layers, is_neg, is_inference,
- *         requires_grad, bump_version): torch.Tensor, the offset of its at::Tensor, the six
+/* queries(tensor_type, tensor_at, dispatch_modes, functorch_layers, is_neg, is_inference, requires_grad,
+ *         is_zero, is_functional, bump_version): torch.Tensor, the offset of its at::Tensor, the eight
  *         functions' addresses. _compiled_entry.py then checks their answers against torch's. */
 static PyObject *queries(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 8 || !PyType_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "queries(tensor_type, tensor_at, six addresses)");
+    if (nargs != 10 || !PyType_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "queries(tensor_type, tensor_at, eight addresses)");
         return NULL;
     }
     Py_ssize_t at = PyLong_AsSsize_t(args[1]);
-    void *p[6];
-    for (int i = 0; i < 6; i++) p[i] = address_arg(args[i + 2]);
+    void *p[8];
+    int missing = 0;
+    for (int i = 0; i < 8; i++) missing |= !(p[i] = address_arg(args[i + 2]));
     if (PyErr_Occurred()) return NULL;
-    if (at < (Py_ssize_t)sizeof(PyObject) || !p[0] || !p[1] || !p[2] || !p[3] || !p[4] || !p[5]) {
-        PyErr_SetString(PyExc_ValueError, "queries(): an offset past the object header and six addresses");
+    if (at < (Py_ssize_t)sizeof(PyObject) || missing) {
+        PyErr_SetString(PyExc_ValueError, "queries(): an offset past the object header and eight addresses");
         return NULL;
     }
     /* getDynamicLayerStack returns a reference to its vector (a pointer). Had it come to return the
@@ -787,7 +791,9 @@ static PyObject *queries(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     is_neg = (TensorFlag)p[2];
     is_inference = (TensorFlag)p[3];
     requires_grad = (ImplFlag)p[4];
-    bump_version = (Bump)p[5];
+    is_zero = (TensorFlag)p[5];
+    is_functional = (TensorFlag)p[6];
+    bump_version = (Bump)p[7];
     Py_RETURN_NONE;
 }
 

@@ -60,6 +60,8 @@ QUERIES = (
     "_ZN2at6native6is_negERKNS_6TensorE",              # at::native::is_neg(const at::Tensor &)
     "_ZN2at6native12is_inferenceERKNS_6TensorE",       # at::native::is_inference(const at::Tensor &)
     "_ZNK3c1010TensorImpl13requires_gradEv",           # c10::TensorImpl::requires_grad() const
+    "_ZN2at6native14_is_zerotensorERKNS_6TensorE",     # at::native::_is_zerotensor(const at::Tensor &)
+    "_ZN2at17functionalization4impl18isFunctionalTensorERKNS_6TensorE",  # ...::isFunctionalTensor(const Tensor &)
 )
 # torch::autograd::impl::bump_version(const at::Tensor &): the version counter bump of torch's out= and
 # in-place ops, for the out the kernel wrote (the first name found; the TensorBase spelling is the
@@ -157,17 +159,17 @@ def torch_decides(x, out):
         return "a dispatch mode"
     if torch._C._functorch.maybe_current_level() is not None:
         return "a torch.func transform"
-    if x.requires_grad:
-        return "x requires grad"
-    if x.is_neg():
-        return "x is a neg-bit view"
-    if out is not None:
-        if out.requires_grad:
-            return "out requires grad"
-        if out.is_neg():
-            return "out is a neg-bit view"
-        if out.is_inference():
-            return "out is an inference tensor"
+    for t, name in ((x, "x"), (out, "out")):  # x's answers, then out's
+        if t is None:
+            continue
+        if t.requires_grad:
+            return f"{name} requires grad"
+        if t.is_neg():
+            return f"{name} is a neg-bit view"
+        if t._is_zerotensor() or torch._is_functional_tensor(t):  # a view of one: its offset as its data pointer
+            return f"{name} has no memory of its own"
+    if out is not None and out.is_inference():
+        return "out is an inference tensor"
     return None
 
 
@@ -201,8 +203,10 @@ def _probes(device=None):
             frozen = torch.zeros(2, device=device)
         grad = torch.zeros(2, device=device, requires_grad=True)
         param = torch.nn.Parameter(torch.zeros(2, device=device), requires_grad=False)
+        zero, functional = torch._efficientzerotensor(2, device=device), torch._to_functional_tensor(u)
         return ((t, None), (t, u), (param, None), (t, param), (grad, None), (t, grad), (torch._neg_view(t), None),
-                (t, torch._neg_view(u)), (t, frozen), (frozen, None), (1.0, None))
+                (t, torch._neg_view(u)), (t, frozen), (frozen, None), (1.0, None), (zero, None), (t, zero),
+                (functional, None), (t, functional))
 
 
 def _check_answers(module, device=None):

@@ -8,8 +8,8 @@
                            (no_device), else run() (out None: torch.empty_like(x))
     run(x, out, rung, bump) acts on decide(): the one decision, which explain() renders
       decide()             fallback_reason (gfx950, served dtype, contiguous or dense x with out
-                           of its strides, no neg bit, memory there and element-aligned), empty,
-                           code objects, HIP runtime, plan (cached per size/alignment/device)
+                           of its strides, no neg bit), memory_reason (storage there, element-
+                           aligned), empty, code objects, HIP runtime, plan (per size/alignment/device)
         |-- kernel         first use on a device: module loaded (sha256 checked), canary ->
         |                  settings re-read (changed: decide again) -> launch on the tensor's
         |                  device's current stream -> out's version bumped (bump) -> counted
@@ -116,12 +116,19 @@ def fallback_reason(x: torch.Tensor, out: torch.Tensor, info: Optional[DeviceInf
         # A lazy negation view (torch._neg_view, x.conj().imag): its memory holds
         # the other sign, so a raw-memory kernel would be wrong.
         return "neg/conj-bit view"
-    if x.numel():  # what a launch cannot address: torch's kernel serves it
-        xp, yp = _inputs.read_ptr(x), _inputs.read_ptr(out)
-        if not (xp and yp):  # a ZeroTensor, a functional wrapper
-            return NO_MEMORY
-        if (xp | yp) % x.element_size():  # e.g. float32 at an odd byte address
-            return MISALIGNED
+    return None
+
+
+def memory_reason(x: torch.Tensor, out: Optional[torch.Tensor], xp: int, yp: int) -> Optional[str]:
+    """What a launch at xp, yp (x's and out's data pointers as decide() read them; out None: a new
+    output) cannot address, or None. Judged by the storages' addresses: a ZeroTensor's or functional
+    wrapper's is NULL, and a view of one has its offset as its data pointer (zeros(16)[4:]: 16)."""
+    size = x.element_size()
+    xb, yb = xp - x.storage_offset() * size, yp if out is None else yp - out.storage_offset() * size
+    if not (xb and yb):
+        return NO_MEMORY
+    if (xp | yp) % size:  # e.g. float32 at an odd byte address
+        return MISALIGNED
     return None
 
 
@@ -157,12 +164,12 @@ class Decision(NamedTuple):
 
 
 def decide(x, out, rung, info: Optional[DeviceInfo], look: bool = False, there: bool = False) -> Decision:
-    """What relu(x, out, rung=rung) does on info's device (None: no ROCm device), in this
-    order: fallback_reason (settings re-read first), an empty tensor, the code objects, the HIP
-    runtime, then the plan and whether its kernel is ready. run() acts on it; explain() renders
-    it. look: explain()'s answer, acting on nothing (out None: a new output, planned aligned);
-    there: explain(arch=)'s, info a device of another machine (its HIP runtime, modules and
-    canaries not asked: a repeated call once the kernel is ready there)."""
+    """What relu(x, out, rung=rung) does on info's device (None: no ROCm device), in this order:
+    fallback_reason (settings re-read first), an empty tensor, memory_reason (each pointer read
+    once), the code objects, the HIP runtime, the plan and whether its kernel is ready. run() acts
+    on it; explain() renders it. look: explain()'s answer, acting on nothing (out None: a new output,
+    planned aligned); there: explain(arch=)'s, info a device of another machine (its HIP runtime,
+    modules and canaries not asked: a repeated call once the kernel is ready there)."""
     if out is not None and out is not x and info is not None and not there:
         at = device_info(out)  # the same device as torch.device (relu() checked); asked of device memory too
         if at is None or at.index != info.index:
@@ -172,17 +179,19 @@ def decide(x, out, rung, info: Optional[DeviceInfo], look: bool = False, there: 
     n = x.numel()
     reason = fallback_reason(x, x if out is None else out, info) or (None if n else "empty tensor")
     settings = STATE.settings
+    if reason is None:  # each pointer read once, past the rules that need none
+        if look:  # read-only pointers: a copy-on-write tensor stays one
+            xp, yp = _inputs.read_ptr(x), _ALIGNED if out is None else _inputs.read_ptr(out)
+        else:  # out's pointer first (writing materializes a copy-on-write out, and x with it where they
+            # share one), then x's read-only one: relu reads a copy-on-write x in place, as torch.relu does
+            yp = out.data_ptr()
+            xp = _inputs.read_ptr(x)
+        reason = memory_reason(x, out, xp, yp)
     if reason is not None:
         return Decision(FALLBACK, reason, settings)
     reason = _objects.unavailable() or (None if there else _hip.unavailable())
     if reason is not None:
         return Decision(UNAVAILABLE, reason, settings)
-    if look:  # read-only pointers: a copy-on-write tensor stays one
-        xp, yp = _inputs.read_ptr(x), _ALIGNED if out is None else _inputs.read_ptr(out)
-    else:  # out's pointer first (writing materializes a copy-on-write out, and x with it where they
-        # share one), then x's read-only one: relu reads a copy-on-write x in place, as torch.relu does
-        yp = out.data_ptr()
-        xp = _inputs.read_ptr(x)
     entry = _entry(rung, rung or settings.default_rung, x.dtype, n, xp, yp, info.index, not look)
     if entry.function is not None and not there:  # (there: this machine's entries are not asked)
         return _new(Decision, (KERNEL, None, settings, entry, xp, yp))  # (tuple's own: no Python frame)
@@ -207,9 +216,7 @@ class Entry:
     __slots__ = ("plan", "function", "block", "esize", "grid", "single", "hit", "device", "key", "vkey")
 
     def __init__(self, p: plan.Plan, device: int, key):
-        self.plan = p
-        self.function = None
-        self.block = p.block
+        self.plan, self.function, self.block = p, None, p.block
         self.esize = ELEMENT_BYTES[p.dtype]
         self.single = len(p.launches) == 1
         self.grid = p.launches[0].grid if self.single else None
@@ -333,10 +340,8 @@ def _unusable(kernel) -> Optional[str]:
 
 # ---- launching ---------------------------------------------------------------
 def _launch_failed(error, p: plan.Plan, numel):
-    raise RuntimeError(
-        f"relu_flydsl: kernel launch failed with HIP error {error} "
-        f"(rung {p.rung}, {p.dtype}, numel {numel}); the output is not valid"
-    )
+    raise RuntimeError(f"relu_flydsl: kernel launch failed with HIP error {error} (rung {p.rung}, {p.dtype}, "
+                       f"numel {numel}); the output is not valid")
 
 
 _CHANGED = object()  # the settings changed between the call's decision and its launch
@@ -392,11 +397,8 @@ def _fallback(x: torch.Tensor, out: torch.Tensor, bump: bool):
     """torch.relu's own kernel into out (torch.relu is clamp_min(x, 0): same kernel, same bits).
     bump: out's version counter bumped by it, as torch.clamp_min(out=) bumps it; else untouched
     (a new output, as torch.relu's; or the op's out, which torch.library's mutation already bumped)."""
-    if bump:
-        torch.clamp_min(x, 0, out=out)
-        return
-    with _below_inplace_or_view():  # no autograd: under no_grad, or inside the op, below it
-        torch.clamp_min(x, 0, out=out)
+    with contextlib.nullcontext() if bump else _below_inplace_or_view():  # not bump: no autograd (under
+        torch.clamp_min(x, 0, out=out)  # no_grad, or inside the op: below it)
 
 
 _below_inplace_or_view = torch._C._AutoDispatchBelowADInplaceOrView
@@ -406,10 +408,7 @@ def no_device(x: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
     """relu(x, out) validated, device_info(x) None: what run() does there (torch.relu's kernel,
     fallback_reason counted), without allocating first for out None."""
     STATE.record(("fallback", fallback_reason(x, out, None)))
-    if out is None:
-        return torch.relu(x)
-    torch.clamp_min(x, 0, out=out)
-    return out
+    return torch.relu(x) if out is None else torch.clamp_min(x, 0, out=out)
 
 
 def torch_input(x, out):

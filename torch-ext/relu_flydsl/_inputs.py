@@ -230,12 +230,9 @@ def warmup_args(dtypes, rungs, vecs, devices, device_count, dtype_names, rung_ta
         dtypes = (dtypes,)
     names = []
     for dtype in _names(dtypes, "dtypes", f"a dtype name ({served}) or torch.dtype"):
-        if isinstance(dtype, torch.dtype):
-            name = dtype_names.get(dtype)
-            if name is None:
-                raise ValueError(f"warmup(): unsupported dtype {dtype}; the kernels serve {served}")
-        elif isinstance(dtype, str):
-            name = dtype if dtype in dtype_names.values() else None
+        if isinstance(dtype, (torch.dtype, str)):  # (a torch.dtype's repr is its str)
+            name = dtype_names.get(dtype) if isinstance(dtype, torch.dtype) else \
+                dtype if dtype in dtype_names.values() else None
             if name is None:
                 raise ValueError(f"warmup(): unsupported dtype {short(dtype)}; the kernels serve {served}")
         else:
