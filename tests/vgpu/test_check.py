@@ -275,7 +275,7 @@ def test_exit_statuses_and_help_of_the_installed_package(capsys, monkeypatch):
     interpreter as it was typed (`python3 -m relu_flydsl` on Debian, which has no `python`), and
     that command runs."""
     _fresh()
-    monkeypatch.setattr(sys, "orig_argv", ["python3", "-m", "relu_flydsl", "--help"])
+    monkeypatch.setattr(cli, "_PYTHON", "python3")  # as sys.orig_argv gives it there (a child below: as typed)
     for argv in (["check", "--kernels", "v9"], ["--bogus"], ["check", "--no-such-flag"]):
         with pytest.raises(SystemExit) as e:
             cli.main(argv)

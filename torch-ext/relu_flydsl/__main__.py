@@ -47,13 +47,9 @@ def _load_folder():
     return importlib.import_module(f"{name}.__main__")
 
 
-def _python() -> str:
-    """The interpreter as it was typed (Debian's is python3: it has no `python`), for usage lines."""
-    return shlex.quote((getattr(sys, "orig_argv", None) or ["python"])[0])
-
-
+_PYTHON = shlex.quote((getattr(sys, "orig_argv", None) or ["python"])[0])  # as typed (Debian has no `python`)
 if not __package__ and __name__ == "__main__":  # `python FOLDER ...`: a script, not yet inside its package
-    sys.exit(_load_folder().main(prog=f"{_python()} {shlex.quote(sys.argv[0])}"))
+    sys.exit(_load_folder().main(prog=f"{_PYTHON} {shlex.quote(sys.argv[0])}"))
 if __package__:  # (without one, e.g. read by runpy under another name: _load_folder alone)
     from . import _check, _status
 
@@ -108,10 +104,10 @@ def render(st: dict, prog: str) -> str:
         note = f"; {s['note']}" if s["note"] else ""
         value = "(unset)" if s["value"] is None else repr(s["value"])
         out.append(f"  {s['name']}={value}: in force {s['in_force']!r}, read {s['read']}{note}")
-    said, ok = problems(st), bool(serves)  # OK only where a gfx950 is served
+    said = problems(st)
     if said:
         out += [f"PROBLEM: {p}" for p in said]
-    elif ok:
+    elif serves:  # OK only where a gfx950 is served
         out.append("OK: the kernels serve " + ", ".join(f"device {d['index']} ({d['arch']})" for d in serves)
                    + f"; to check them there: {prog} check")
     else:
@@ -122,9 +118,7 @@ def render(st: dict, prog: str) -> str:
 
 def health(st: dict, require_gfx950: bool = False) -> int:
     """The health check's exit status: 1 a problem, 5 no gfx950 served where one is required, else 0."""
-    if problems(st):
-        return _check.FAILED
-    return _check.NOT_TESTED if require_gfx950 and not served(st) else _check.PASSED
+    return _check.FAILED if problems(st) else _check.NOT_TESTED if require_gfx950 and not served(st) else _check.PASSED
 
 
 class _Parser(argparse.ArgumentParser):
@@ -133,7 +127,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv=None, prog=None) -> int:
-    prog, k = prog or f"{_python()} -m {__package__}", _check  # `python FOLDER` passes its own
+    prog, k = prog or f"{_PYTHON} -m {__package__}", _check  # `python FOLDER` passes its own
     parser = _Parser(prog=prog, description="the health check (status()); `check`: the hardware check",
                      epilog=f"exit status: {k.PASSED} OK, or no gfx950 served (without --require-gfx950); {k.FAILED} a "
                      f"PROBLEM, such as a shipped file failing its sha256; {k.USAGE} a usage error; {k.NOT_TESTED} no "
