@@ -72,6 +72,7 @@ KNOWN_BUGS = {}
 # explain() share the function, so each mutant must fail both tests of tests/vgpu/test_decide.py:
 # relu()'s here, explain()'s in mutants_status.py. (rule as test_decide.RULES names it, function, old, new)
 DECISION = (
+    ("out device", "decide", "at is None or at.index != info.index", "False"),
     ("kill switch", "fallback_reason", "STATE.current().disabled", "False"),
     ("not a ROCm device", "fallback_reason", "info is None", "False"),
     ("arch", "fallback_reason", "info.arch != SUPPORTED_ARCH", "False"),

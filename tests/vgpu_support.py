@@ -53,6 +53,17 @@ def guarded_input(dev, bits_u, dtype, offset_elems=0, name="x"):
     return x, buf
 
 
+def odd_float32(dev, values, name="x-odd"):
+    """A float32 tensor of `values` at an odd byte address (public API: set_() on a storage sliced
+    by one byte), its memory registered; `.raw` keeps that memory alive as long as the tensor."""
+    raw = torch.empty(4 * values.numel() + 4, dtype=torch.uint8)
+    dev.register(raw, name=name)
+    t = torch.empty(0).set_(raw.untyped_storage()[1:], 0, tuple(values.shape), (1,))
+    assert t.data_ptr() == raw.data_ptr() + 1
+    t.raw = raw
+    return t.copy_(values)
+
+
 def two_devices(dev):
     """dev presenting two gfx950s, each with a current stream of its own (dev.stream, by
     device), device 0 current."""

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import relu_flydsl
+import vgpu_support as S
 from relu_flydsl import _compiled_entry, _dispatch, _hip, _objects
 
 pytestmark = pytest.mark.vgpu
@@ -33,14 +34,6 @@ def _out(dev, x):
     return _reg(dev, torch.empty_like(x), "out")
 
 
-def _odd(dev):
-    """float32 at an odd byte address (set_() on a storage sliced by one byte)."""
-    raw = _reg(dev, torch.empty(4 * N + 4, dtype=torch.uint8))
-    t = torch.empty(0).set_(raw.untyped_storage()[1:], 0, (N,), (1,))
-    t.raw = raw  # its memory lives as long as it does
-    return t.copy_(torch.randn(N))
-
-
 def _gfx942(mp):
     info = _dispatch.device_info
     mp.setattr(_dispatch, "device_info", lambda t: (lambda i: i and i._replace(arch="gfx942"))(info(t)))
@@ -55,9 +48,19 @@ def _after(setting, make=_with_out()):
     return lambda d, mp: (setting(mp), make(d, mp))[1]
 
 
-# rule -> (make(dev, monkeypatch) -> (x, out, rung), answer): a fallback reason, or the kernel
-# (rung, dtype, vec) that the registry's widths and the pointers' alignments give
+def _out_on_device_1(d, mp):
+    """out described on device 1, x on device 0 (device_info's answer for out alone)."""
+    x = _x(d)
+    out, info = _out(d, x), _dispatch.device_info
+    mp.setattr(_dispatch, "device_info", lambda t: (lambda i: i and i._replace(index=1) if t is out else i)(info(t)))
+    return x, out, None
+
+
+OUT_DEVICE = ValueError("relu(): out is on device 1 but x is on device 0")
+# rule -> (make(dev, monkeypatch) -> (x, out, rung), answer): an error raised, a fallback reason, or
+# the kernel (rung, dtype, vec) that the registry's widths and the pointers' alignments give
 RULES = {
+    "out device": (_out_on_device_1, OUT_DEVICE),
     "kill switch": (_after(lambda mp: mp.setenv("RELU_FLYDSL_DISABLE", "1")), "disabled by RELU_FLYDSL_DISABLE"),
     # x requiring grad: relu() runs through the op, whose call asks device_info and decides
     "not a ROCm device": (_after(lambda mp: mp.setattr(_dispatch, "device_info", lambda t: None),
@@ -68,7 +71,7 @@ RULES = {
                "non-contiguous"),
     "neg bit": (lambda d, mp: (torch._neg_view(_x(d)), _reg(d, torch.empty(N), "out"), None), "neg/conj-bit view"),
     "no memory": (lambda d, mp: (torch._efficientzerotensor(N), None, None), _dispatch.NO_MEMORY),
-    "misaligned": (lambda d, mp: (_odd(d), None, None), _dispatch.MISALIGNED),
+    "misaligned": (lambda d, mp: (S.odd_float32(d, torch.randn(N)), None, None), _dispatch.MISALIGNED),
     "empty": (lambda d, mp: (_reg(d, torch.empty(0)), None, None), "empty tensor"),
     "code objects": (_after(lambda mp: mp.setattr(_objects, "unavailable", lambda: "no code objects (a test)")),
                      "no code objects (a test)"),
@@ -97,6 +100,11 @@ def test_relu_follows_each_rule(vgpu, monkeypatch, rule):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # an unavailable runtime warns once
+            if isinstance(want, Exception):
+                with pytest.raises(type(want), match=re.escape(str(want))):
+                    relu_flydsl.relu(x, out, rung=rung)
+                assert relu_flydsl.dispatch_stats() == before and len(vgpu.launches) == launches, rule
+                return
             y = relu_flydsl.relu(x, out, rung=rung)
     finally:
         _compiled_entry.use(True)
@@ -117,7 +125,9 @@ def test_explain_says_each_rule(vgpu, monkeypatch, rule):
     """explain(): the rule's fallback and reason, or its kernel (rung, dtype, vector width)."""
     x, out, rung, want = _setup(vgpu, monkeypatch, rule)
     f = dict(line.split(": ", 1) for line in relu_flydsl.explain(x, out, rung=rung).splitlines())
-    if isinstance(want, str):
+    if isinstance(want, Exception):
+        assert (f["path"], f["why"]) == (f"raises {type(want).__name__}", str(want)), (rule, f)
+    elif isinstance(want, str):
         assert (f["path"], f["why"], f["counted as"]) == ("torch fallback", want, f"fallback/{want}"), (rule, f)
     else:
         assert f["path"].startswith("kernel") and f["kernel"].startswith("rung {}, {}, x{}: ".format(*want)), (rule, f)

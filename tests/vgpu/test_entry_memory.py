@@ -75,13 +75,9 @@ def general_failed_launch_bumps_out(c):
 
 # ---- tensors that describe no memory ----------------------------------------------------
 def _odd(c, values, name, kept):
-    """A float32 tensor of `values` at an odd byte address (public API), its memory registered."""
-    raw = torch.empty(4 * values.numel() + 4, dtype=torch.uint8)
-    c.dev.register(raw, name=name)
-    kept.append(raw)
-    t = torch.empty(0).set_(raw.untyped_storage()[1:], 0, tuple(values.shape), (1,))
-    assert t.data_ptr() == raw.data_ptr() + 1
-    return t.copy_(values)
+    t = S.odd_float32(c.dev, values, name)
+    kept.append(t.raw)
+    return t
 
 
 def _cases(c, kept):

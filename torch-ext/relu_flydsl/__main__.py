@@ -104,10 +104,10 @@ def render(st: dict, prog: str) -> str:
         note = f"; {s['note']}" if s["note"] else ""
         value = "(unset)" if s["value"] is None else repr(s["value"])
         out.append(f"  {s['name']}={value}: in force {s['in_force']!r}, read {s['read']}{note}")
-    said = problems(st)
+    said, ok = problems(st), bool(serves)  # OK only where a gfx950 is served
     if said:
         out += [f"PROBLEM: {p}" for p in said]
-    elif serves:  # OK only where a gfx950 is served
+    elif ok:
         out.append("OK: the kernels serve " + ", ".join(f"device {d['index']} ({d['arch']})" for d in serves)
                    + f"; to check them there: {prog} check")
     else:
