@@ -11,8 +11,9 @@
 #
 # Other arguments go to pytest (e.g. -x, -k in_place). Without a gfx950 every test is skipped with
 # the reason, and run.sh exits 5: nothing was checked. --allow-no-gpu makes that exit 0 (a machine
-# where no gfx950 is expected). PYTHON=... picks the interpreter (default: .venv/bin/python, else
-# python3). RELU_FLYDSL_HARDWARE_TARGET=vgpu runs the same tests on the virtual gfx950
+# where no gfx950 is expected). The interpreter: .venv/bin/python where tools/setup.sh made it
+# (from PYTHON, the base interpreter, as for test.sh), else PYTHON, else python3.
+# RELU_FLYDSL_HARDWARE_TARGET=vgpu runs the same tests on the virtual gfx950
 # (tests/hardware_vgpu.py, which also runs pytest for this script and holds its gate).
 #
 # Exit status, as for `python -m relu_flydsl [check]` (pytest's numbers): 0 passed;
@@ -35,10 +36,8 @@ while (($#)); do
     *) args+=("$1"); shift ;;
   esac
 done
-python="${PYTHON:-}"
-if [[ -z $python ]]; then
-  if [[ -x $root/.venv/bin/python ]]; then python="$root/.venv/bin/python"; else python=python3; fi
-fi
+python="$root/.venv/bin/python"
+[[ -x $python ]] || python="${PYTHON:-python3}"
 if [[ -n $variant ]]; then
   [[ -d $variant ]] || usage "--variant $variant: no such folder"
   variant="$(cd "$variant" && pwd)"  # absolute, symlinks kept (kernels' cache links files into blobs/)

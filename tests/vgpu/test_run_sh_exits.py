@@ -17,7 +17,9 @@ def test_run_sh_usage_errors_exit_4_and_help_lists_the_statuses(tmp_path):
         r = run_sh(args)
         assert r.returncode == 4 and r.stderr.startswith("run.sh: --variant"), shown(r)
         assert r.stderr.rstrip().endswith("(see bash tests/hardware/run.sh --help)"), shown(r)
-    r = run_sh(["--no-such-pytest-option"])  # pytest's own usage error, passed through
+    # pytest's own usage error, passed through; PYTHON (setup.sh's base interpreter, exported by CI)
+    # does not replace .venv's
+    r = run_sh(["--no-such-pytest-option"], {"PYTHON": str(tmp_path / "no-such-python")})
     assert r.returncode == 4 and "unrecognized arguments: --no-such-pytest-option" in r.stderr, shown(r)
     r = run_sh(["--help"])
     said = " ".join(r.stdout.split())
